@@ -1,0 +1,896 @@
+//! CoreSight formatter frame demultiplexer ("deformatter").
+//!
+//! A CoreSight trace formatter interleaves the byte streams of up to 111
+//! trace sources into 16-byte frames.  [`Deformatter`] splits such a buffer
+//! back into per-trace-ID byte blocks, reproducing the blocks that OpenCSD
+//! 1.8.0's frame deformatter hands to its packet processors as configured by
+//! `trc_pkt_lister`.
+//!
+//! # Frame layout
+//!
+//! Bytes 0, 2, .., 14 are either an ID change (bit 0 set: the new ID is in
+//! bits 7:1) or a data byte whose bit 0 was moved into the auxiliary byte 15
+//! (bit `k` of byte 15 belongs to byte `2k`).  Odd bytes 1..13 are always
+//! data.  For an ID change at byte `2k`, bit `k` of byte 15 says whether the
+//! following data byte `2k+1` still belongs to the *previous* ID (set) or to
+//! the new one (clear).  An ID in byte 14 simply takes effect for the next
+//! frame.
+//!
+//! # Block indices (the `Idx:` values of trc_pkt_lister)
+//!
+//! Each frame is cut into at most eight blocks, one per run of bytes with the
+//! same ID.  A packet processor labels every packet with
+//! `block index + offset of the packet's first byte within the block`, so the
+//! block index matters:
+//!
+//! * the first block of a frame belongs to the ID current when the frame
+//!   starts and has the index of the frame's first byte (after any FSYNCs in
+//!   TPIU modes);
+//! * an ID change at byte `i` of the frame starts a new block whose index is
+//!   `frame start + i` - the position of the *ID byte*, not of the first data
+//!   byte - unless the block being filled is still empty, in which case that
+//!   block is simply re-labelled with the new ID and keeps its index;
+//! * a repeated ID (same as the current one) does not start a block: its
+//!   data byte is appended, so offsets inside a block need not equal file
+//!   offsets.
+//!
+//! Blocks are delivered even when empty (possible only as the last block of
+//! a frame: a delayed ID change in byte 12 followed by an ID in byte 14);
+//! OpenCSD passes such zero-length blocks to the packet processor, which
+//! treats them as a fatal error.  Data seen before the first ID of the
+//! buffer has no ID and is never delivered to [`FrameSink::data`].  Blocks
+//! for IDs 0 and 0x70..=0x7F are delivered like any other; OpenCSD never
+//! attaches a decoder to them, so callers normally ignore them.
+//!
+//! # Modes
+//!
+//! * [`FrameMode::MemAligned`]: `format=coresight` buffers - frames are
+//!   16-byte aligned from the first byte, no sync patterns.
+//! * [`FrameMode::Tpiu`]: TPIU capture.  With `fsync`, data up to the first
+//!   FSYNC (`ff ff ff 7f`, found at any byte offset) is skipped, FSYNCs are
+//!   allowed (and skipped) only between frames, and an FSYNC inside a frame
+//!   (checked at frame offsets 0, 4, 8, 12) is an error.  With `hsync`, the
+//!   half-word `ff 7f` at an even offset is removed wherever it occurs;
+//!   without it, it is an error.
+//! * [`FrameMode::Dstream`]: `-dstream_format` - the file is made of 512-byte
+//!   blocks whose last 8 bytes are a DSTREAM footer.  Footers are removed and
+//!   the remaining stream is deformatted as TPIU with FSYNCs.  Indices are
+//!   offsets in the footer-stripped stream.
+
+use std::fmt;
+
+/// Size of a CoreSight formatter frame.
+pub const FRAME_SIZE: usize = 16;
+/// Size of a DSTREAM block in the file (payload + footer).
+pub const DSTREAM_BLOCK: u64 = 512;
+/// Trace payload bytes in each DSTREAM block.
+pub const DSTREAM_PAYLOAD: u64 = 504;
+/// Footer bytes at the end of each DSTREAM block.
+pub const DSTREAM_FOOTER: usize = 8;
+/// Size of the blocks trc_pkt_lister reads from a trace file (except DSTREAM).
+pub const LISTER_READ_SIZE: u64 = 1024;
+
+const FSYNC: [u8; 4] = [0xff, 0xff, 0xff, 0x7f];
+/// Marker for "no ID seen yet" (real IDs are 7 bits).
+const NO_ID: u8 = 0xff;
+
+/// How frames are found in the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FrameMode {
+    /// 16-byte frames aligned to the start of the buffer.
+    MemAligned,
+    /// TPIU output with optional frame syncs and half-word syncs.
+    Tpiu { fsync: bool, hsync: bool },
+    /// DSTREAM capture: 504 bytes of TPIU data (with FSYNCs) per 512-byte block.
+    Dstream,
+}
+
+impl FrameMode {
+    /// Size multiple OpenCSD requires of every data block it is given.
+    pub fn alignment(self) -> u64 {
+        match self {
+            FrameMode::MemAligned => 16,
+            FrameMode::Tpiu { hsync: true, .. } => 2,
+            FrameMode::Tpiu { fsync: true, .. } | FrameMode::Dstream => 4,
+            FrameMode::Tpiu { .. } => 16,
+        }
+    }
+
+    /// Number of leading file bytes trc_pkt_lister manages to hand to the
+    /// deformatter for a `file_len`-byte buffer.
+    ///
+    /// trc_pkt_lister reads the file in 1024-byte blocks (504 payload bytes
+    /// per 512-byte block for DSTREAM) and OpenCSD rejects, whole, a block
+    /// whose size is not a multiple of [`FrameMode::alignment`]: the final
+    /// short block is then not decoded at all and the run ends with
+    /// "Data Path fatal error".  Feeding only this many bytes reproduces that.
+    pub fn lister_accepted_len(self, file_len: u64) -> u64 {
+        match self {
+            FrameMode::Dstream => {
+                let rem = file_len % DSTREAM_BLOCK;
+                if rem.min(DSTREAM_PAYLOAD) % 4 == 0 {
+                    file_len
+                } else {
+                    file_len - rem
+                }
+            }
+            _ => {
+                if file_len % self.alignment() == 0 {
+                    file_len
+                } else {
+                    file_len - file_len % LISTER_READ_SIZE
+                }
+            }
+        }
+    }
+}
+
+/// Whether the consumer wants more data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// Stop delivering (OpenCSD: a fatal data-path response).  The rest of the
+    /// current frame is dropped and later pushes are ignored until
+    /// [`Deformatter::reset`].
+    Stop,
+}
+
+/// Events for a raw frame monitor (trc_pkt_lister `-o_raw_packed` /
+/// `-o_raw_unpacked`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RawFrame<'a> {
+    /// Input bytes consumed by one frame extraction (`RAW_PACKED`): a whole
+    /// frame with any syncs before/inside it, or the part of a frame found
+    /// before the end of an input block.  `index` is where the extraction
+    /// started.
+    Packed { index: u64, bytes: &'a [u8] },
+    /// One demultiplexed block (`ID_DATA[..]`), reported just before it is
+    /// delivered; `id` is `None` for data seen before any ID.
+    IdData { id: Option<u8>, index: u64, bytes: &'a [u8] },
+    /// The 8 bytes trc_pkt_lister prints as `DSTREAM footer` after each
+    /// 504-byte payload block, plus once more at the end of the data (it then
+    /// prints its stale read buffer; this event reproduces those bytes).
+    DstreamFooter { bytes: &'a [u8; 8] },
+}
+
+/// Receiver of demultiplexed data.
+///
+/// Any `FnMut(u8, u64, &[u8])` closure is a sink that never stops.
+pub trait FrameSink {
+    /// A block of bytes for trace ID `id` (0..=0x7F) whose first byte has
+    /// index `index`.  May be empty (see the module documentation).
+    fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow;
+
+    /// Raw monitor event; only produced after [`Deformatter::set_raw_monitor`].
+    fn raw(&mut self, _event: RawFrame<'_>) {}
+}
+
+impl<F: FnMut(u8, u64, &[u8])> FrameSink for F {
+    #[inline]
+    fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow {
+        self(id, index, bytes);
+        Flow::Continue
+    }
+}
+
+/// Deformatting failure; the deformatter refuses further data until reset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// A push did not start where the previous one ended.
+    NotContiguous { expected: u64, got: u64 },
+    /// FSYNC found inside a frame; `index` is where the extraction of the
+    /// frame started (what OpenCSD reports, and what trc_pkt_lister counts
+    /// as processed).
+    BadFsync { index: u64 },
+    /// HSYNC found while HSYNCs are not expected.
+    BadHsync { index: u64 },
+    /// End of data in the middle of a memory-aligned frame.
+    PartialFrame { index: u64, len: usize },
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameError::NotContiguous { expected, got } => write!(
+                f,
+                "trace data not contiguous: expected index {expected}, got {got}"
+            ),
+            FrameError::BadFsync { index } => {
+                write!(f, "frame sync (FSYNC) inside a frame at index {index}")
+            }
+            FrameError::BadHsync { index } => write!(
+                f,
+                "unexpected half-word sync (HSYNC) in frame at index {index}"
+            ),
+            FrameError::PartialFrame { index, len } => write!(
+                f,
+                "incomplete frame at end of data: {len} bytes at index {index}, \
+                 formatted data must be a multiple of {FRAME_SIZE} bytes"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// Streaming frame demultiplexer; see the module documentation.
+///
+/// The data delivered to [`FrameSink::data`] does not depend on how the
+/// input is split into [`Deformatter::push`] calls.  Raw monitor `Packed`
+/// events do: like OpenCSD they report partial frames at the end of each
+/// push (each 504-byte payload block for DSTREAM), so push the blocks
+/// trc_pkt_lister reads when their output must match.
+#[derive(Clone, Debug)]
+pub struct Deformatter {
+    mode: FrameMode,
+    raw_monitor: bool,
+    /// ID in force at the current point of the stream.
+    cur_id: u8,
+    started: bool,
+    finished: bool,
+    stopped: bool,
+    error: Option<FrameError>,
+    /// Input index expected for the next push.
+    next_input: u64,
+    /// Stream index of the next byte not yet consumed.
+    pos: u64,
+    /// Frame being assembled.
+    frame: [u8; FRAME_SIZE],
+    n: usize,
+    /// Stream index of the frame start.
+    sof: u64,
+    // TPIU / DSTREAM state
+    synced: bool,
+    /// FSYNCs may still be skipped before the next frame.
+    at_boundary: bool,
+    /// Frame start to use if the next pair starts a frame.
+    sof_cand: u64,
+    /// Start of the current OpenCSD extraction call.
+    call_start: u64,
+    /// Unconsumed bytes kept for FSYNC look-ahead.
+    carry: [u8; 4],
+    carry_len: usize,
+    /// Bytes of the current extraction (raw monitor only).
+    raw: Vec<u8>,
+    /// First 8 bytes of trc_pkt_lister's read buffer (DSTREAM footers).
+    lister_buf: [u8; 8],
+}
+
+impl Deformatter {
+    pub fn new(mode: FrameMode) -> Self {
+        Deformatter {
+            mode,
+            raw_monitor: false,
+            cur_id: NO_ID,
+            started: false,
+            finished: false,
+            stopped: false,
+            error: None,
+            next_input: 0,
+            pos: 0,
+            frame: [0; FRAME_SIZE],
+            n: 0,
+            sof: 0,
+            synced: false,
+            at_boundary: true,
+            sof_cand: 0,
+            call_start: 0,
+            carry: [0; 4],
+            carry_len: 0,
+            raw: Vec::new(),
+            lister_buf: [0; 8],
+        }
+    }
+
+    pub fn mode(&self) -> FrameMode {
+        self.mode
+    }
+
+    /// Enable [`FrameSink::raw`] events.
+    pub fn set_raw_monitor(&mut self, on: bool) {
+        self.raw_monitor = on;
+        if !on {
+            self.raw.clear();
+        }
+    }
+
+    /// Forget all state (OpenCSD `OCSD_OP_RESET`): the next push may start
+    /// at any index, the current ID becomes unknown, TPIU modes search for a
+    /// FSYNC again.
+    pub fn reset(&mut self) {
+        let (mode, raw_monitor) = (self.mode, self.raw_monitor);
+        let raw = std::mem::take(&mut self.raw);
+        *self = Deformatter::new(mode);
+        self.raw_monitor = raw_monitor;
+        self.raw = raw;
+        self.raw.clear();
+    }
+
+    /// Stream index just past the data consumed so far: after the last
+    /// complete frame (memory aligned) or the last consumed byte (TPIU; the
+    /// footer-stripped index for DSTREAM).  After an error or a stop this is
+    /// the byte count trc_pkt_lister reports as processed when it started at
+    /// index 0.
+    pub fn stream_position(&self) -> u64 {
+        self.pos
+    }
+
+    /// Feed `data`, whose first byte is at `index` in the input (the file
+    /// offset for DSTREAM).  Calls `sink` for each block, in OpenCSD's order.
+    pub fn push<S: FrameSink + ?Sized>(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        sink: &mut S,
+    ) -> Result<Flow, FrameError> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        if self.stopped || self.finished {
+            return Ok(Flow::Stop);
+        }
+        if data.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        if !self.started {
+            self.started = true;
+            let start = match self.mode {
+                FrameMode::Dstream => dstream_stream_index(index),
+                _ => index,
+            };
+            self.pos = start;
+            self.sof = start;
+            self.sof_cand = start;
+            self.call_start = start;
+        } else if index != self.next_input {
+            return Err(self.fail(FrameError::NotContiguous {
+                expected: self.next_input,
+                got: index,
+            }));
+        }
+        self.next_input = index.wrapping_add(data.len() as u64);
+
+        let result = match self.mode {
+            FrameMode::MemAligned => Ok(self.push_aligned(data, sink)),
+            FrameMode::Tpiu { .. } => {
+                self.call_start = self.pos;
+                let r = self.push_stream(data, sink);
+                if let Ok(Flow::Continue) = r {
+                    self.flush_raw(sink);
+                }
+                r
+            }
+            FrameMode::Dstream => self.push_dstream(index, data, sink),
+        };
+        match result {
+            Ok(Flow::Stop) => {
+                self.stopped = true;
+                Ok(Flow::Stop)
+            }
+            other => other,
+        }
+    }
+
+    /// End of data.  Memory-aligned data ending inside a frame is an error
+    /// (OpenCSD rejects it; see [`FrameMode::lister_accepted_len`]); in TPIU
+    /// modes an incomplete last frame is silently dropped, as OpenCSD does.
+    pub fn finish<S: FrameSink + ?Sized>(&mut self, sink: &mut S) -> Result<(), FrameError> {
+        if let Some(e) = &self.error {
+            return Err(e.clone());
+        }
+        if self.finished || self.stopped {
+            return Ok(());
+        }
+        self.finished = true;
+        match self.mode {
+            FrameMode::MemAligned => {
+                if self.n > 0 {
+                    let e = FrameError::PartialFrame {
+                        index: self.sof,
+                        len: self.n,
+                    };
+                    self.error = Some(e.clone());
+                    return Err(e);
+                }
+            }
+            FrameMode::Tpiu { .. } | FrameMode::Dstream => {
+                let carry = self.carry;
+                let len = self.carry_len;
+                self.carry_len = 0;
+                if len > 0 {
+                    self.run_stream(&carry[..len], true, sink)?;
+                }
+                self.flush_raw(sink);
+                if self.mode == FrameMode::Dstream && self.raw_monitor {
+                    let buf = self.lister_buf;
+                    sink.raw(RawFrame::DstreamFooter { bytes: &buf });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn fail(&mut self, e: FrameError) -> FrameError {
+        self.error = Some(e.clone());
+        e
+    }
+
+    fn push_aligned<S: FrameSink + ?Sized>(&mut self, data: &[u8], sink: &mut S) -> Flow {
+        let mut d = data;
+        if self.n > 0 {
+            let take = (FRAME_SIZE - self.n).min(d.len());
+            self.frame[self.n..self.n + take].copy_from_slice(&d[..take]);
+            self.n += take;
+            d = &d[take..];
+            if self.n < FRAME_SIZE {
+                return Flow::Continue;
+            }
+            self.n = 0;
+            let frame = self.frame;
+            let sof = self.sof;
+            self.pos = sof.wrapping_add(FRAME_SIZE as u64);
+            if self.raw_monitor {
+                sink.raw(RawFrame::Packed {
+                    index: sof,
+                    bytes: &frame,
+                });
+            }
+            if self.emit_frame(&frame, sof, sink) == Flow::Stop {
+                return Flow::Stop;
+            }
+        }
+        let mut chunks = d.chunks_exact(FRAME_SIZE);
+        for chunk in &mut chunks {
+            let Ok(frame) = <&[u8; FRAME_SIZE]>::try_from(chunk) else {
+                continue;
+            };
+            let sof = self.pos;
+            self.pos = sof.wrapping_add(FRAME_SIZE as u64);
+            if self.raw_monitor {
+                sink.raw(RawFrame::Packed {
+                    index: sof,
+                    bytes: frame,
+                });
+            }
+            if self.emit_frame(frame, sof, sink) == Flow::Stop {
+                return Flow::Stop;
+            }
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            self.frame[..rest.len()].copy_from_slice(rest);
+            self.n = rest.len();
+            self.sof = self.pos;
+        }
+        Flow::Continue
+    }
+
+    /// Unpack one frame and deliver its blocks.
+    #[inline]
+    fn emit_frame<S: FrameSink + ?Sized>(
+        &mut self,
+        f: &[u8; FRAME_SIZE],
+        sof: u64,
+        sink: &mut S,
+    ) -> Flow {
+        let aux = f[15];
+        let mut out = [0u8; 15];
+        let mut len = 0usize;
+        // Block k holds out[starts[k]..starts[k + 1]].
+        let mut ids = [0u8; 8];
+        let mut idx = [0u64; 8];
+        let mut starts = [0usize; 9];
+        let mut nb = 1usize;
+        let mut cur = self.cur_id;
+        ids[0] = cur;
+        idx[0] = sof;
+
+        for p in 0..7 {
+            let i = 2 * p;
+            let b = f[i];
+            let flag = (aux >> p) & 1;
+            if b & 1 == 0 {
+                out[len] = b | flag;
+                out[len + 1] = f[i + 1];
+                len += 2;
+                continue;
+            }
+            let new_id = b >> 1;
+            if new_id == cur {
+                out[len] = f[i + 1];
+                len += 1;
+                continue;
+            }
+            let delayed = flag != 0;
+            if delayed {
+                out[len] = f[i + 1];
+                len += 1;
+            }
+            cur = new_id;
+            if len > starts[nb - 1] {
+                starts[nb] = len;
+                ids[nb] = cur;
+                idx[nb] = sof.wrapping_add(i as u64);
+                nb += 1;
+            } else {
+                ids[nb - 1] = cur;
+            }
+            if !delayed {
+                out[len] = f[i + 1];
+                len += 1;
+            }
+        }
+        if f[14] & 1 != 0 {
+            cur = f[14] >> 1;
+        } else {
+            out[len] = f[14] | (aux >> 7);
+            len += 1;
+        }
+        self.cur_id = cur;
+        starts[nb] = len;
+
+        for k in 0..nb {
+            let bytes = &out[starts[k]..starts[k + 1]];
+            let id = ids[k];
+            if id == NO_ID {
+                if self.raw_monitor {
+                    sink.raw(RawFrame::IdData {
+                        id: None,
+                        index: idx[k],
+                        bytes,
+                    });
+                }
+                continue;
+            }
+            if self.raw_monitor {
+                sink.raw(RawFrame::IdData {
+                    id: Some(id),
+                    index: idx[k],
+                    bytes,
+                });
+            }
+            if sink.data(id, idx[k], bytes) == Flow::Stop {
+                return Flow::Stop;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Feed stream bytes to the TPIU engine, keeping look-ahead bytes that
+    /// cannot be decided yet.
+    fn push_stream<S: FrameSink + ?Sized>(
+        &mut self,
+        data: &[u8],
+        sink: &mut S,
+    ) -> Result<Flow, FrameError> {
+        let mut d = data;
+        if self.carry_len > 0 {
+            let held = self.carry_len;
+            let take = d.len().min(32);
+            let mut tmp = [0u8; 36];
+            tmp[..held].copy_from_slice(&self.carry[..held]);
+            tmp[held..held + take].copy_from_slice(&d[..take]);
+            self.carry_len = 0;
+            let (used, flow) = self.run_stream(&tmp[..held + take], false, sink)?;
+            if flow == Flow::Stop {
+                return Ok(Flow::Stop);
+            }
+            if used < held {
+                self.keep(&tmp[used..held + take]);
+                return Ok(Flow::Continue);
+            }
+            d = &d[used - held..];
+        }
+        let (used, flow) = self.run_stream(d, false, sink)?;
+        if flow == Flow::Stop {
+            return Ok(Flow::Stop);
+        }
+        self.keep(&d[used..]);
+        Ok(Flow::Continue)
+    }
+
+    fn keep(&mut self, rest: &[u8]) {
+        let k = rest.len().min(self.carry.len());
+        self.carry[..k].copy_from_slice(&rest[..k]);
+        self.carry_len = k;
+    }
+
+    /// TPIU frame extraction over `d` (stream index `self.pos`).  Returns the
+    /// number of bytes consumed; unless `eof`, stops when fewer bytes remain
+    /// than are needed to decide (at most 3 bytes are left).
+    fn run_stream<S: FrameSink + ?Sized>(
+        &mut self,
+        d: &[u8],
+        eof: bool,
+        sink: &mut S,
+    ) -> Result<(usize, Flow), FrameError> {
+        let (has_fsync, has_hsync) = match self.mode {
+            FrameMode::Tpiu { fsync, hsync } => (fsync, hsync),
+            _ => (true, false),
+        };
+        let mut i = 0usize;
+        if !self.synced {
+            if has_fsync {
+                match d.windows(4).position(|w| w == FSYNC) {
+                    Some(at) => i = at,
+                    None => {
+                        let keep = if eof { 0 } else { d.len().min(3) };
+                        let skip = d.len() - keep;
+                        self.pos = self.pos.wrapping_add(skip as u64);
+                        return Ok((skip, Flow::Continue));
+                    }
+                }
+                self.pos = self.pos.wrapping_add(i as u64);
+            }
+            self.synced = true;
+            self.at_boundary = true;
+            self.sof_cand = self.pos;
+            self.call_start = self.pos;
+        }
+
+        while i < d.len() {
+            let avail = d.len() - i;
+            if self.at_boundary && has_fsync {
+                if avail >= 4 {
+                    if d[i..i + 4] == FSYNC {
+                        if self.raw_monitor {
+                            self.raw.extend_from_slice(&FSYNC);
+                        }
+                        i += 4;
+                        self.pos = self.pos.wrapping_add(4);
+                        self.sof_cand = self.pos;
+                        continue;
+                    }
+                } else if !eof {
+                    break;
+                }
+            }
+            let check_fsync = self.n % 4 == 0;
+            if avail < 2 || (check_fsync && avail < 4 && !eof) {
+                break;
+            }
+            if check_fsync && avail >= 4 && d[i..i + 4] == FSYNC {
+                self.pos = self.call_start;
+                return Err(self.fail(FrameError::BadFsync {
+                    index: self.call_start,
+                }));
+            }
+            let (a, b) = (d[i], d[i + 1]);
+            if a == 0xff && b == 0x7f && !has_hsync {
+                self.pos = self.call_start;
+                return Err(self.fail(FrameError::BadHsync {
+                    index: self.call_start,
+                }));
+            }
+            if self.raw_monitor {
+                self.raw.extend_from_slice(&d[i..i + 2]);
+            }
+            i += 2;
+            self.pos = self.pos.wrapping_add(2);
+            self.at_boundary = false;
+            if a == 0xff && b == 0x7f {
+                continue;
+            }
+            if self.n == 0 {
+                self.sof = self.sof_cand;
+            }
+            self.frame[self.n] = a;
+            self.frame[self.n + 1] = b;
+            self.n += 2;
+            if self.n == FRAME_SIZE {
+                self.n = 0;
+                self.flush_raw(sink);
+                let frame = self.frame;
+                let flow = self.emit_frame(&frame, self.sof, sink);
+                self.at_boundary = true;
+                self.sof_cand = self.pos;
+                self.call_start = self.pos;
+                if flow == Flow::Stop {
+                    return Ok((i, Flow::Stop));
+                }
+            }
+        }
+        Ok((i, Flow::Continue))
+    }
+
+    /// Report the bytes of the current extraction as `RAW_PACKED`.
+    fn flush_raw<S: FrameSink + ?Sized>(&mut self, sink: &mut S) {
+        if self.raw_monitor && !self.raw.is_empty() {
+            sink.raw(RawFrame::Packed {
+                index: self.call_start,
+                bytes: &self.raw,
+            });
+            self.raw.clear();
+        }
+    }
+
+    fn push_dstream<S: FrameSink + ?Sized>(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        sink: &mut S,
+    ) -> Result<Flow, FrameError> {
+        let mut off = index;
+        let mut d = data;
+        while !d.is_empty() {
+            let within = off % DSTREAM_BLOCK;
+            let in_payload = within < DSTREAM_PAYLOAD;
+            let end = if in_payload {
+                DSTREAM_PAYLOAD
+            } else {
+                DSTREAM_BLOCK
+            };
+            let run = ((end - within) as usize).min(d.len());
+            let (part, rest) = d.split_at(run);
+            // trc_pkt_lister reads payload and footer into the start of the
+            // same buffer; mirror its first 8 bytes.
+            let base = if in_payload {
+                within
+            } else {
+                within - DSTREAM_PAYLOAD
+            } as usize;
+            for (k, &byte) in part.iter().enumerate() {
+                match self.lister_buf.get_mut(base + k) {
+                    Some(slot) => *slot = byte,
+                    None => break,
+                }
+            }
+            if in_payload {
+                if within == 0 {
+                    self.call_start = self.pos;
+                }
+                if self.push_stream(part, sink)? == Flow::Stop {
+                    return Ok(Flow::Stop);
+                }
+                if within + run as u64 == DSTREAM_PAYLOAD {
+                    self.flush_raw(sink);
+                }
+            } else if within + run as u64 == DSTREAM_BLOCK && self.raw_monitor {
+                let buf = self.lister_buf;
+                sink.raw(RawFrame::DstreamFooter { bytes: &buf });
+            }
+            off = off.wrapping_add(run as u64);
+            d = rest;
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// Footer-stripped stream index of file offset `off` in a DSTREAM file.
+pub fn dstream_stream_index(off: u64) -> u64 {
+    (off / DSTREAM_BLOCK) * DSTREAM_PAYLOAD + (off % DSTREAM_BLOCK).min(DSTREAM_PAYLOAD)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(mode: FrameMode, data: &[u8]) -> Vec<(u8, u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut d = Deformatter::new(mode);
+        d.push(0, data, &mut |id, ix, b: &[u8]| out.push((id, ix, b.to_vec())))
+            .unwrap();
+        d.finish(&mut |_, _, _: &[u8]| {}).unwrap();
+        out
+    }
+
+    #[test]
+    fn simple_frame_and_aux_bits() {
+        // ID 0x10 at byte 0, data after; aux bit 1 sets bit0 of byte 2.
+        let mut f = [0u8; 16];
+        f[0] = (0x10 << 1) | 1;
+        for (k, b) in f.iter_mut().enumerate().take(15).skip(1) {
+            *b = (k as u8) << 2;
+        }
+        f[15] = 0b0000_0010;
+        let out = collect(FrameMode::MemAligned, &f);
+        assert_eq!(out.len(), 1);
+        let (id, ix, bytes) = &out[0];
+        assert_eq!((*id, *ix), (0x10, 0));
+        assert_eq!(bytes.len(), 14);
+        assert_eq!(bytes[0], 1 << 2);
+        assert_eq!(bytes[1], (2 << 2) | 1);
+    }
+
+    #[test]
+    fn id_change_block_index_is_id_byte_position() {
+        let mut f = [0u8; 16];
+        f[0] = (0x10 << 1) | 1;
+        f[1] = 0xa0;
+        f[2] = (0x11 << 1) | 1; // change, not delayed
+        f[3] = 0xb0;
+        f[4] = (0x12 << 1) | 1; // change, delayed: byte 5 still for 0x11
+        f[5] = 0xc0;
+        f[15] = 0b100;
+        let out = collect(FrameMode::MemAligned, &f);
+        assert_eq!(out[0], (0x10, 0, vec![0xa0]));
+        assert_eq!(out[1], (0x11, 2, vec![0xb0, 0xc0]));
+        assert_eq!(out[2].0, 0x12);
+        assert_eq!(out[2].1, 4);
+        assert_eq!(out[2].2.len(), 9);
+    }
+
+    #[test]
+    fn data_before_first_id_is_dropped_and_empty_block_delivered() {
+        let mut f = [0u8; 16];
+        f[12] = (0x20 << 1) | 1; // delayed change at byte 12
+        f[13] = 0x55;
+        f[14] = (0x21 << 1) | 1; // byte 14 is an ID: block for 0x20 stays empty
+        f[15] = 0b0100_0000;
+        let out = collect(FrameMode::MemAligned, &f);
+        assert_eq!(out, vec![(0x20, 12, vec![])]);
+    }
+
+    #[test]
+    fn tpiu_fsync_skipped_and_bad_fsync_reported() {
+        let mut data = vec![0x00, 0x11];
+        data.extend_from_slice(&FSYNC);
+        let mut f = [0u8; 16];
+        f[0] = 3;
+        data.extend_from_slice(&f);
+        let out = collect(FrameMode::Dstream, &data);
+        assert_eq!(out, vec![(1, 6, vec![0; 14])]);
+
+        let mut bad = FSYNC.to_vec();
+        bad.extend_from_slice(&[3, 0, 0, 0]);
+        bad.extend_from_slice(&FSYNC);
+        bad.extend_from_slice(&[0; 12]);
+        let mut d = Deformatter::new(FrameMode::Tpiu {
+            fsync: true,
+            hsync: false,
+        });
+        let e = d.push(0, &bad, &mut |_, _, _: &[u8]| {}).unwrap_err();
+        assert_eq!(e, FrameError::BadFsync { index: 0 });
+        assert_eq!(d.stream_position(), 0);
+    }
+
+    #[test]
+    fn hsync_removed() {
+        let mut data = FSYNC.to_vec();
+        data.extend_from_slice(&[3, 0xaa, 0xff, 0x7f]);
+        data.extend_from_slice(&[0x10; 14]);
+        let out = collect(
+            FrameMode::Tpiu {
+                fsync: true,
+                hsync: true,
+            },
+            &data,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, 1);
+        assert_eq!(out[0].1, 4);
+        assert_eq!(out[0].2[0], 0xaa);
+    }
+
+    #[test]
+    fn partial_frame_and_accepted_len() {
+        let mut d = Deformatter::new(FrameMode::MemAligned);
+        d.push(0, &[1, 2, 3], &mut |_, _, _: &[u8]| {}).unwrap();
+        assert_eq!(
+            d.finish(&mut |_, _, _: &[u8]| {}),
+            Err(FrameError::PartialFrame { index: 0, len: 3 })
+        );
+        assert_eq!(FrameMode::MemAligned.lister_accepted_len(2048), 2048);
+        assert_eq!(FrameMode::MemAligned.lister_accepted_len(2050), 2048);
+        assert_eq!(FrameMode::MemAligned.lister_accepted_len(100), 0);
+        assert_eq!(FrameMode::Dstream.lister_accepted_len(49152), 49152);
+        assert_eq!(FrameMode::Dstream.lister_accepted_len(1024 + 506), 1024 + 506);
+        assert_eq!(FrameMode::Dstream.lister_accepted_len(1024 + 6), 1024);
+        assert_eq!(dstream_stream_index(512 + 3), 504 + 3);
+        assert_eq!(dstream_stream_index(510), 504);
+    }
+
+    #[test]
+    fn not_contiguous() {
+        let mut d = Deformatter::new(FrameMode::MemAligned);
+        d.push(0, &[0; 16], &mut |_, _, _: &[u8]| {}).unwrap();
+        let e = d.push(32, &[0; 16], &mut |_, _, _: &[u8]| {}).unwrap_err();
+        assert_eq!(
+            e,
+            FrameError::NotContiguous {
+                expected: 16,
+                got: 32
+            }
+        );
+    }
+}

@@ -1,0 +1,88 @@
+//! Trace buffer files, memory-mapped read-only.
+
+use std::fs::File;
+use std::io;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use super::InputError;
+
+/// A trace buffer file mapped into memory (never read into a heap buffer).
+#[derive(Debug)]
+pub struct TraceFile {
+    path: PathBuf,
+    /// `None` for an empty file: mapping 0 bytes fails on some platforms.
+    map: Option<Mmap>,
+}
+
+impl TraceFile {
+    /// Map `path` read-only.  `needed_by` names what refers to the file, for
+    /// the error message when it is missing.
+    pub fn open_for(path: &Path, needed_by: &str) -> Result<TraceFile, InputError> {
+        let io_err = |source: io::Error| {
+            if source.kind() == io::ErrorKind::NotFound {
+                InputError::MissingFile {
+                    path: path.to_path_buf(),
+                    needed_by: needed_by.to_string(),
+                }
+            } else {
+                InputError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+        };
+        let file = File::open(path).map_err(io_err)?;
+        let len = file.metadata().map_err(io_err)?.len();
+        let map = if len == 0 {
+            None
+        } else {
+            // SAFETY: the mapping is read-only and private to this process.
+            // Like any file mapping it assumes nobody truncates the file while
+            // it is mapped (that would fault, not corrupt memory safety of
+            // safe code that merely reads the bytes).
+            Some(unsafe { Mmap::map(&file) }.map_err(io_err)?)
+        };
+        Ok(TraceFile {
+            path: path.to_path_buf(),
+            map,
+        })
+    }
+
+    /// Map `path` read-only.
+    pub fn open(path: &Path) -> Result<TraceFile, InputError> {
+        TraceFile::open_for(path, "the trace buffer")
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes().is_empty()
+    }
+}
+
+impl Deref for TraceFile {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+impl AsRef<[u8]> for TraceFile {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
