@@ -146,7 +146,11 @@ pub enum RawFrame<'a> {
     Packed { index: u64, bytes: &'a [u8] },
     /// One demultiplexed block (`ID_DATA[..]`), reported just before it is
     /// delivered; `id` is `None` for data seen before any ID.
-    IdData { id: Option<u8>, index: u64, bytes: &'a [u8] },
+    IdData {
+        id: Option<u8>,
+        index: u64,
+        bytes: &'a [u8],
+    },
     /// The 8 bytes trc_pkt_lister prints as `DSTREAM footer` after each
     /// 504-byte payload block, plus once more at the end of the data (it then
     /// prints its stale read buffer; this event reproduces those bytes).
@@ -474,6 +478,12 @@ impl Deformatter {
         sink: &mut S,
     ) -> Flow {
         let aux = f[15];
+        let word = u128::from_le_bytes(*f);
+        if word & EVEN_BIT0 == 0 {
+            // No ID bytes: one block of 15 data bytes for the current ID.
+            let out = (word | spread_aux(aux)).to_le_bytes();
+            return self.deliver(self.cur_id, sof, &out[..15], sink);
+        }
         let mut out = [0u8; 15];
         let mut len = 0usize;
         // Block k holds out[starts[k]..starts[k + 1]].
@@ -530,30 +540,30 @@ impl Deformatter {
         starts[nb] = len;
 
         for k in 0..nb {
-            let bytes = &out[starts[k]..starts[k + 1]];
-            let id = ids[k];
-            if id == NO_ID {
-                if self.raw_monitor {
-                    sink.raw(RawFrame::IdData {
-                        id: None,
-                        index: idx[k],
-                        bytes,
-                    });
-                }
-                continue;
-            }
-            if self.raw_monitor {
-                sink.raw(RawFrame::IdData {
-                    id: Some(id),
-                    index: idx[k],
-                    bytes,
-                });
-            }
-            if sink.data(id, idx[k], bytes) == Flow::Stop {
+            if self.deliver(ids[k], idx[k], &out[starts[k]..starts[k + 1]], sink) == Flow::Stop {
                 return Flow::Stop;
             }
         }
         Flow::Continue
+    }
+
+    /// Hand one block to the sink (data without an ID only to the monitor).
+    #[inline]
+    fn deliver<S: FrameSink + ?Sized>(
+        &self,
+        id: u8,
+        index: u64,
+        bytes: &[u8],
+        sink: &mut S,
+    ) -> Flow {
+        let id = (id != NO_ID).then_some(id);
+        if self.raw_monitor {
+            sink.raw(RawFrame::IdData { id, index, bytes });
+        }
+        match id {
+            Some(id) => sink.data(id, index, bytes),
+            None => Flow::Continue,
+        }
     }
 
     /// Feed stream bytes to the TPIU engine, keeping look-ahead bytes that
@@ -630,6 +640,21 @@ impl Deformatter {
 
         while i < d.len() {
             let avail = d.len() - i;
+            if self.n == 0 && avail >= FRAME_SIZE {
+                if let Some(frame) = clean_frame(&d[i..i + FRAME_SIZE]) {
+                    // Fast path: a whole frame with no syncs in or before it.
+                    if self.raw_monitor {
+                        self.raw.extend_from_slice(&frame);
+                    }
+                    i += FRAME_SIZE;
+                    self.pos = self.pos.wrapping_add(FRAME_SIZE as u64);
+                    self.sof = self.sof_cand;
+                    if self.complete_frame(&frame, sink) == Flow::Stop {
+                        return Ok((i, Flow::Stop));
+                    }
+                    continue;
+                }
+            }
             if self.at_boundary && has_fsync {
                 if avail >= 4 {
                     if d[i..i + 4] == FSYNC {
@@ -679,18 +704,28 @@ impl Deformatter {
             self.n += 2;
             if self.n == FRAME_SIZE {
                 self.n = 0;
-                self.flush_raw(sink);
                 let frame = self.frame;
-                let flow = self.emit_frame(&frame, self.sof, sink);
-                self.at_boundary = true;
-                self.sof_cand = self.pos;
-                self.call_start = self.pos;
-                if flow == Flow::Stop {
+                if self.complete_frame(&frame, sink) == Flow::Stop {
                     return Ok((i, Flow::Stop));
                 }
             }
         }
         Ok((i, Flow::Continue))
+    }
+
+    /// A TPIU frame has been extracted (ending at `self.pos`): report it to
+    /// the monitor, deliver it, and start looking for the next one.
+    fn complete_frame<S: FrameSink + ?Sized>(
+        &mut self,
+        frame: &[u8; FRAME_SIZE],
+        sink: &mut S,
+    ) -> Flow {
+        self.flush_raw(sink);
+        let flow = self.emit_frame(frame, self.sof, sink);
+        self.at_boundary = true;
+        self.sof_cand = self.pos;
+        self.call_start = self.pos;
+        flow
     }
 
     /// Report the bytes of the current extraction as `RAW_PACKED`.
@@ -756,6 +791,32 @@ impl Deformatter {
     }
 }
 
+/// `bytes` (16 of them) as a frame if it holds no FSYNC at offsets 0, 4, 8,
+/// 12 and no HSYNC half-word, i.e. if TPIU extraction would take it as is.
+#[inline]
+fn clean_frame(bytes: &[u8]) -> Option<[u8; FRAME_SIZE]> {
+    let frame = <[u8; FRAME_SIZE]>::try_from(bytes).ok()?;
+    let word = u128::from_le_bytes(frame);
+    let fsync = u32::from_le_bytes(FSYNC) as u128;
+    let hsync = 0x7fffu128;
+    let any_fsync = (0..4).any(|k| (word >> (32 * k)) as u32 as u128 == fsync);
+    let any_hsync = (0..8).any(|k| (word >> (16 * k)) & 0xffff == hsync);
+    (!any_fsync && !any_hsync).then_some(frame)
+}
+
+/// Bit 0 of the even bytes 0..=14 of a frame read as a little-endian u128.
+const EVEN_BIT0: u128 = 0x0001_0001_0001_0001_0001_0001_0001_0001;
+
+/// Aux byte bits moved to bit 0 of the even frame bytes (little-endian u128).
+#[inline]
+fn spread_aux(aux: u8) -> u128 {
+    let mut spread = 0u128;
+    for p in 0..8 {
+        spread |= (((aux >> p) & 1) as u128) << (16 * p);
+    }
+    spread
+}
+
 /// Footer-stripped stream index of file offset `off` in a DSTREAM file.
 pub fn dstream_stream_index(off: u64) -> u64 {
     (off / DSTREAM_BLOCK) * DSTREAM_PAYLOAD + (off % DSTREAM_BLOCK).min(DSTREAM_PAYLOAD)
@@ -768,8 +829,10 @@ mod tests {
     fn collect(mode: FrameMode, data: &[u8]) -> Vec<(u8, u64, Vec<u8>)> {
         let mut out = Vec::new();
         let mut d = Deformatter::new(mode);
-        d.push(0, data, &mut |id, ix, b: &[u8]| out.push((id, ix, b.to_vec())))
-            .unwrap();
+        d.push(0, data, &mut |id, ix, b: &[u8]| {
+            out.push((id, ix, b.to_vec()))
+        })
+        .unwrap();
         d.finish(&mut |_, _, _: &[u8]| {}).unwrap();
         out
     }
@@ -874,7 +937,10 @@ mod tests {
         assert_eq!(FrameMode::MemAligned.lister_accepted_len(2050), 2048);
         assert_eq!(FrameMode::MemAligned.lister_accepted_len(100), 0);
         assert_eq!(FrameMode::Dstream.lister_accepted_len(49152), 49152);
-        assert_eq!(FrameMode::Dstream.lister_accepted_len(1024 + 506), 1024 + 506);
+        assert_eq!(
+            FrameMode::Dstream.lister_accepted_len(1024 + 506),
+            1024 + 506
+        );
         assert_eq!(FrameMode::Dstream.lister_accepted_len(1024 + 6), 1024);
         assert_eq!(dstream_stream_index(512 + 3), 504 + 3);
         assert_eq!(dstream_stream_index(510), 504);

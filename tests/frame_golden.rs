@@ -19,7 +19,10 @@ fn fixtures() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("note: {} not found; skipping golden frame tests", dir.display());
+        eprintln!(
+            "note: {} not found; skipping golden frame tests",
+            dir.display()
+        );
         None
     }
 }
@@ -134,17 +137,21 @@ fn parse_packet_at(s: &str, line: usize) -> Option<Packet> {
     })
 }
 
-fn open_golden(path: &Path) -> Box<dyn BufRead> {
+/// Parse a golden log, decompressing `.xz` files with the `xz` tool.
+fn load_golden(path: &Path) -> Golden {
     if path.extension().is_some_and(|e| e == "xz") {
-        let child = Command::new("xz")
+        let mut child = Command::new("xz")
             .arg("-dc")
             .arg(path)
             .stdout(Stdio::piped())
             .spawn()
             .expect("xz needed to read compressed golden");
-        Box::new(BufReader::with_capacity(1 << 20, child.stdout.unwrap()))
+        let out = child.stdout.take().unwrap();
+        let golden = parse_golden(BufReader::with_capacity(1 << 20, out));
+        assert!(child.wait().unwrap().success(), "xz -dc {}", path.display());
+        golden
     } else {
-        Box::new(BufReader::new(std::fs::File::open(path).unwrap()))
+        parse_golden(BufReader::new(std::fs::File::open(path).unwrap()))
     }
 }
 
@@ -178,7 +185,8 @@ fn check_packets(demux: &Demux, golden: &Golden) -> Report {
     for (id, pkts) in by_id {
         let proto = golden.protocols.get(&id).map(String::as_str).unwrap_or("?");
         let Some(s) = demux.ids.get(&id) else {
-            r.problems.push(format!("ID {id:#x}: no demultiplexed data"));
+            r.problems
+                .push(format!("ID {id:#x}: no demultiplexed data"));
             continue;
         };
         let mut pos = 0usize;
@@ -264,7 +272,8 @@ fn formatted_cases(root: &Path) -> Vec<(String, PathBuf, PathBuf)> {
                     dir.join("expected").join(format!("{name}.ppl.xz"))
                 }
             } else {
-                dir.join("expected").join(format!("{name}_src_{}.ppl", buf.name))
+                dir.join("expected")
+                    .join(format!("{name}_src_{}.ppl", buf.name))
             };
             if golden.is_file() {
                 cases.push((format!("{name}/{}", buf.name), buf.path.clone(), golden));
@@ -278,7 +287,11 @@ fn formatted_cases(root: &Path) -> Vec<(String, PathBuf, PathBuf)> {
 fn formatted_buffers_match_golden_packet_indices() {
     let Some(root) = fixtures() else { return };
     let cases = formatted_cases(&root);
-    assert!(cases.len() >= 10, "expected the formatted fixtures, found {}", cases.len());
+    assert!(
+        cases.len() >= 10,
+        "expected the formatted fixtures, found {}",
+        cases.len()
+    );
     let mut failures = Vec::new();
     let mut total = 0;
     for (label, bin, golden) in &cases {
@@ -286,7 +299,7 @@ fn formatted_buffers_match_golden_packet_indices() {
         // trc_pkt_lister pushes 1024-byte blocks; the result must not depend on it.
         let (demux, result) = demux(FrameMode::MemAligned, &data, 1024);
         result.unwrap();
-        let golden = parse_golden(open_golden(golden));
+        let golden = load_golden(golden);
         let r = check_packets(&demux, &golden);
         eprintln!(
             "{label}: {} bytes, {} packets: {} checked, {} not-sync; protocols {:x?}",
@@ -360,15 +373,19 @@ impl FrameSink for RawPrinter {
 
     fn raw(&mut self, ev: RawFrame<'_>) {
         let lines = match ev {
-            RawFrame::Packed { index, bytes } => {
-                hex_lines(format!("Frame Data; Index{index:7};    RAW_PACKED; "), bytes)
-            }
+            RawFrame::Packed { index, bytes } => hex_lines(
+                format!("Frame Data; Index{index:7};    RAW_PACKED; "),
+                bytes,
+            ),
             RawFrame::IdData { id, index, bytes } => {
                 let id = match id {
                     Some(id) => format!("0x{id:02x}"),
                     None => "????".into(),
                 };
-                hex_lines(format!("Frame Data; Index{index:7};   ID_DATA[{id}]; "), bytes)
+                hex_lines(
+                    format!("Frame Data; Index{index:7};   ID_DATA[{id}]; "),
+                    bytes,
+                )
             }
             RawFrame::DstreamFooter { bytes } => {
                 let mut s = String::from("DSTREAM footer [");
@@ -445,9 +462,7 @@ fn dstream_raw_frames_and_indices_match_golden() {
     assert_eq!(printer.lines.len(), want.len());
 
     // Packet indices in the footer-stripped stream.
-    let golden = parse_golden(open_golden(
-        &dir.join("expected/a55-test-tpiu_decode_dstream.ppl"),
-    ));
+    let golden = load_golden(&dir.join("expected/a55-test-tpiu_decode_dstream.ppl"));
     let r = check_packets(&printer.demux, &golden);
     assert!(r.problems.is_empty(), "{r:#?}");
     assert_eq!(r.checked + r.not_sync, golden.packets.len());
@@ -480,9 +495,7 @@ fn dstream_buffer_without_footer_stripping_hits_bad_fsync() {
     }
     assert_eq!(result, Err(FrameError::BadFsync { index: 516 }));
     assert_eq!(d.stream_position(), 516);
-    let golden = parse_golden(open_golden(
-        &root.join("a55-test-tpiu/expected/a55-test-tpiu_decode.ppl"),
-    ));
+    let golden = load_golden(&root.join("a55-test-tpiu/expected/a55-test-tpiu_decode.ppl"));
     let r = check_packets(&sink, &golden);
     assert!(r.problems.is_empty(), "{r:#?}");
     assert_eq!(r.checked + r.not_sync, golden.packets.len());

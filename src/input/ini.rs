@@ -234,7 +234,10 @@ mod tests {
         let ini = Ini::parse(b"k=v\n[s]\nname=\xff\xfe\n");
         assert_eq!(ini.preamble.len(), 1);
         assert_eq!(ini.warnings.len(), 1);
-        assert_eq!(ini.section("s").unwrap().get("name"), Some("\u{fffd}\u{fffd}"));
+        assert_eq!(
+            ini.section("s").unwrap().get("name"),
+            Some("\u{fffd}\u{fffd}")
+        );
     }
 
     #[test]

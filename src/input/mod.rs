@@ -26,9 +26,17 @@ pub enum InputError {
     /// A file exists but could not be read or mapped.
     Io { path: PathBuf, source: io::Error },
     /// A file is not usable ini (`line` is 1-based, 0 when not tied to a line).
-    BadIni { path: PathBuf, line: usize, msg: String },
+    BadIni {
+        path: PathBuf,
+        line: usize,
+        msg: String,
+    },
     /// A required key is absent.
-    MissingKey { path: PathBuf, section: String, key: String },
+    MissingKey {
+        path: PathBuf,
+        section: String,
+        key: String,
+    },
     /// A trace buffer name that the snapshot does not define.
     UnknownBuffer { name: String, known: Vec<String> },
 }
@@ -37,7 +45,11 @@ impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InputError::MissingFile { path, needed_by } => {
-                write!(f, "{}: file not found (needed by {needed_by})", path.display())
+                write!(
+                    f,
+                    "{}: file not found (needed by {needed_by})",
+                    path.display()
+                )
             }
             InputError::Io { path, source } => write!(f, "{}: {source}", path.display()),
             InputError::BadIni { path, line, msg } => {

@@ -433,7 +433,11 @@ impl Snapshot {
                 }
             };
             if slot_is_set {
-                self.warn(path, e.line, format!("duplicate {name} key in [{}]", section.name));
+                self.warn(
+                    path,
+                    e.line,
+                    format!("duplicate {name} key in [{}]", section.name),
+                );
                 continue;
             }
             match name {

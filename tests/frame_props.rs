@@ -1,0 +1,157 @@
+//! Property tests: the deformatter never panics, and the data it delivers
+//! does not depend on how the input is split into pushes.
+
+use proptest::prelude::*;
+use tracesight::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink, RawFrame};
+
+#[derive(Default, Debug, PartialEq, Eq)]
+struct Log {
+    blocks: Vec<(u8, u64, Vec<u8>)>,
+    raw_events: usize,
+    /// Stop after this many blocks (to exercise `Flow::Stop`).
+    stop_after: Option<usize>,
+}
+
+impl FrameSink for Log {
+    fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow {
+        self.blocks.push((id, index, bytes.to_vec()));
+        match self.stop_after {
+            Some(n) if self.blocks.len() >= n => Flow::Stop,
+            _ => Flow::Continue,
+        }
+    }
+
+    fn raw(&mut self, _event: RawFrame<'_>) {
+        self.raw_events += 1;
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Finished,
+    Stopped,
+    Failed(std::mem::Discriminant<FrameError>, Option<FrameError>),
+}
+
+fn run(
+    mode: FrameMode,
+    start: u64,
+    data: &[u8],
+    cuts: &[usize],
+    raw: bool,
+    stop_after: Option<usize>,
+) -> (Log, Outcome) {
+    let mut d = Deformatter::new(mode);
+    d.set_raw_monitor(raw);
+    let mut log = Log {
+        stop_after,
+        ..Log::default()
+    };
+    let mut bounds: Vec<usize> = cuts.iter().map(|&c| c % (data.len() + 1)).collect();
+    bounds.push(0);
+    bounds.push(data.len());
+    bounds.sort_unstable();
+    let fail = |e: FrameError| {
+        // Error indices of TPIU modes report the start of the current
+        // OpenCSD extraction, which depends on push boundaries.
+        let exact = matches!(mode, FrameMode::MemAligned | FrameMode::Dstream);
+        Outcome::Failed(std::mem::discriminant(&e), exact.then_some(e))
+    };
+    for w in bounds.windows(2) {
+        match d.push(start.wrapping_add(w[0] as u64), &data[w[0]..w[1]], &mut log) {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Stop) => return (log, Outcome::Stopped),
+            Err(e) => return (log, fail(e)),
+        }
+    }
+    match d.finish(&mut log) {
+        Ok(()) => (log, Outcome::Finished),
+        Err(e) => (log, fail(e)),
+    }
+}
+
+fn mode() -> impl Strategy<Value = FrameMode> {
+    prop_oneof![
+        Just(FrameMode::MemAligned),
+        Just(FrameMode::Dstream),
+        any::<(bool, bool)>().prop_map(|(fsync, hsync)| FrameMode::Tpiu { fsync, hsync }),
+    ]
+}
+
+/// Bytes rich in sync patterns and ID bytes.
+fn trace_bytes() -> impl Strategy<Value = Vec<u8>> {
+    let token = prop_oneof![
+        4 => any::<u8>().prop_map(|b| vec![b]),
+        1 => Just(vec![0xff, 0xff, 0xff, 0x7f]),
+        1 => Just(vec![0xff, 0x7f]),
+        1 => (0u8..0x80).prop_map(|id| vec![(id << 1) | 1]),
+        1 => Just(vec![0x00; 16]),
+    ];
+    prop::collection::vec(token, 0..160).prop_map(|t| t.concat())
+}
+
+fn start_index() -> impl Strategy<Value = u64> {
+    prop_oneof![Just(0u64), any::<u64>(), (0u64..4096)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn any_split_gives_same_blocks(
+        mode in mode(),
+        start in start_index(),
+        data in trace_bytes(),
+        cuts in prop::collection::vec(any::<usize>(), 0..12),
+        stop_after in prop::option::of(1usize..20),
+    ) {
+        let (whole, whole_out) = run(mode, start, &data, &[], false, stop_after);
+        let (split, split_out) = run(mode, start, &data, &cuts, true, stop_after);
+        prop_assert_eq!(&whole.blocks, &split.blocks);
+        prop_assert_eq!(whole_out, split_out);
+        for (id, _, bytes) in &whole.blocks {
+            prop_assert!(*id < 0x80);
+            prop_assert!(bytes.len() <= 15);
+        }
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic(
+        mode in mode(),
+        start in start_index(),
+        data in prop::collection::vec(any::<u8>(), 0..700),
+        cuts in prop::collection::vec(any::<usize>(), 0..8),
+    ) {
+        let (whole, _) = run(mode, start, &data, &[], true, None);
+        let (split, _) = run(mode, start, &data, &cuts, false, None);
+        prop_assert_eq!(whole.blocks, split.blocks);
+    }
+}
+
+#[test]
+fn pushes_after_error_or_stop_are_refused_until_reset() {
+    let mut d = Deformatter::new(FrameMode::Tpiu {
+        fsync: true,
+        hsync: false,
+    });
+    let mut log = Log::default();
+    let mut bad = vec![0xff, 0xff, 0xff, 0x7f, 0x03, 0x00, 0x00, 0x00];
+    bad.extend_from_slice(&[0xff, 0xff, 0xff, 0x7f]);
+    assert!(d.push(0, &bad, &mut log).is_err());
+    assert!(d.push(12, &[0; 4], &mut log).is_err());
+    d.reset();
+    assert_eq!(d.push(100, &[0; 4], &mut log), Ok(Flow::Continue));
+
+    let mut d = Deformatter::new(FrameMode::MemAligned);
+    let mut log = Log {
+        stop_after: Some(1),
+        ..Log::default()
+    };
+    let mut frame = [0u8; 16];
+    frame[0] = 0x21;
+    assert_eq!(d.push(0, &frame, &mut log), Ok(Flow::Stop));
+    assert_eq!(d.stream_position(), 16);
+    assert_eq!(d.push(16, &frame, &mut log), Ok(Flow::Stop));
+    assert_eq!(d.finish(&mut log), Ok(()));
+    assert_eq!(log.blocks.len(), 1);
+}
