@@ -39,10 +39,10 @@ impl TraceFile {
         let map = if len == 0 {
             None
         } else {
-            // SAFETY: the mapping is read-only and private to this process.
-            // Like any file mapping it assumes nobody truncates the file while
-            // it is mapped (that would fault, not corrupt memory safety of
-            // safe code that merely reads the bytes).
+            // SAFETY: the mapping is read-only.  Trace files are treated as
+            // immutable inputs: if another process modified or truncated the
+            // file while it is mapped, the bytes seen could change or reading
+            // them could fault (SIGBUS); nothing in this crate writes to it.
             Some(unsafe { Mmap::map(&file) }.map_err(io_err)?)
         };
         Ok(TraceFile {
