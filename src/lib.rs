@@ -1,0 +1,12 @@
+//! tracesight: decode Arm CoreSight trace captures (ETE, ETMv4) into packets and,
+//! in later layers, into what the core executed.
+//!
+//! Data flows one way: [`input`] (snapshot directories, trace files) feeds
+//! [`frame`] (CoreSight formatter demultiplexing), which feeds the per-protocol
+//! parsers under [`protocol`]. [`session`] wires the three together for one
+//! trace buffer.
+
+pub mod frame;
+pub mod input;
+pub mod protocol;
+pub mod session;

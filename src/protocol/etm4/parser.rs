@@ -1,0 +1,1348 @@
+//! Streaming ETMv4/ETE packet parser.
+//!
+//! The parser is a byte-at-a-time state machine with the same observable
+//! behaviour as OpenCSD's `TrcPktProcEtmV4I`, which is the reference our golden
+//! tests compare against: the same packet boundaries, the same `Idx` for every
+//! packet, the same treatment of bytes before the first A-sync (reported in
+//! `I_NOT_SYNC` chunks) and of malformed input (error packets, then carry on).
+//! A fast path parses whole packets straight from the input slice when they lie
+//! entirely inside it; the byte-wise machine handles packets split across pushes.
+//!
+//! Packet layouts: IHI 0064 (ETMv4) chapter 6 and Arm ARM D4.4 (ETE).
+
+use super::config::{CoreProfile, Etm4Config};
+use super::packet::{Packet, PacketType};
+use super::packet::Address;
+
+/// What the byte-wise machine does with the next byte of the current packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Handler {
+    NotSync,
+    Reserved,
+    InvalidCfg,
+    NoPayload,
+    Extension,
+    Async,
+    TraceInfo,
+    Timestamp,
+    Exception,
+    CycleCount,
+    SpecRes,
+    CondInstr,
+    CondResult,
+    Context,
+    AddrCtxt,
+    ShortAddr,
+    LongAddr,
+    Q,
+    Atom,
+    Ite,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Header,
+    Data,
+    SendPacket,
+    SendUnsynced,
+}
+
+// Trace Info section flags (first PLCTL byte bits, plus "control bytes done").
+const TINFO_INFO: u8 = 0x01;
+const TINFO_KEY: u8 = 0x02;
+const TINFO_SPEC: u8 = 0x04;
+const TINFO_CYCT: u8 = 0x08;
+const TINFO_WNDW: u8 = 0x10;
+const TINFO_CTRL: u8 = 0x20;
+const TINFO_ALL_SECT: u8 = 0x1f;
+const TINFO_ALL: u8 = 0x3f;
+
+/// Per-packet scratch state of the byte-wise machine.
+#[derive(Clone, Copy, Default)]
+struct Scratch {
+    tinfo_flags: u8,
+    tinfo_ctrl_bytes: u8,
+    ts_done: bool,
+    cc_done: bool,
+    ts_bytes: u8,
+    excep_size: u8,
+    count_done: bool,
+    commit_done: bool,
+    has_count: bool,
+    f1p1_done: bool,
+    f1p2_done: bool,
+    f1_has_p2: bool,
+    vmid_bytes: u8,
+    cid_bytes: u8,
+    addr_bytes: u8,
+    addr_is: u8,
+    addr_64: bool,
+    ctxt_info_done: bool,
+    addr_done: bool,
+    q_type: u8,
+    has_addr: bool,
+    addr_short: bool,
+    addr_match: bool,
+    qe: u8,
+}
+
+/// Settings the parser needs, extracted once from [`Etm4Config`].
+#[derive(Clone, Copy, Debug)]
+struct ParseSettings {
+    major: u8,
+    vmid_bytes: u8,
+    cid_bytes: u8,
+    cc_mask: u32,
+    commit_opt1: bool,
+    max_spec: u32,
+    m_profile: bool,
+}
+
+/// The ETMv4/ETE packet parser for one trace ID.
+pub struct Etm4Parser {
+    table: [(PacketType, Handler); 256],
+    set: ParseSettings,
+    state: State,
+    handler: Handler,
+    buf: Vec<u8>,
+    pkt: Packet,
+    stack: [Address; 3],
+    scratch: Scratch,
+    is_sync: bool,
+    first_trace_info: bool,
+    sent_not_sync: bool,
+    packet_index: u64,
+    block_index: u64,
+    update_on_unsync_index: u64,
+    dump_unsynced: usize,
+    bytes_in: u64,
+}
+
+impl Etm4Parser {
+    pub fn new(cfg: &Etm4Config) -> Etm4Parser {
+        let set = ParseSettings {
+            major: cfg.major_version(),
+            vmid_bytes: cfg.vmid_bits() / 8,
+            cid_bytes: cfg.cid_bits() / 8,
+            cc_mask: ((1u64 << cfg.cc_bits()) - 1) as u32,
+            commit_opt1: cfg.commit_opt1(),
+            max_spec: cfg.max_spec_depth(),
+            m_profile: cfg.profile == CoreProfile::Microcontroller,
+        };
+        let mut p = Etm4Parser {
+            table: build_table(cfg),
+            set,
+            state: State::Header,
+            handler: Handler::NotSync,
+            buf: Vec::with_capacity(64),
+            pkt: Packet::start_state(),
+            stack: [reset_address(); 3],
+            scratch: Scratch::default(),
+            is_sync: false,
+            first_trace_info: false,
+            sent_not_sync: false,
+            packet_index: 0,
+            block_index: 0,
+            update_on_unsync_index: 0,
+            dump_unsynced: 0,
+            bytes_in: 0,
+        };
+        p.reset();
+        p
+    }
+
+    /// Forget all stream state, as at the start of a new capture (OpenCSD's
+    /// reset between multi-session buffers).
+    pub fn reset(&mut self) {
+        self.buf.clear();
+        self.pkt = Packet::start_state();
+        self.handler = Handler::NotSync;
+        self.packet_index = 0;
+        self.is_sync = false;
+        self.first_trace_info = false;
+        self.sent_not_sync = false;
+        self.state = State::Header;
+        self.update_on_unsync_index = 0;
+    }
+
+    /// True once an A-sync has been seen.
+    pub fn is_synced(&self) -> bool {
+        self.is_sync
+    }
+
+    /// Total bytes pushed since creation.
+    pub fn bytes_in(&self) -> u64 {
+        self.bytes_in
+    }
+
+    /// Parse `data`, whose first byte is at `index` in the captured buffer.
+    /// Every complete packet is passed to `sink` with its raw bytes.
+    pub fn push<F: FnMut(&Packet, &[u8])>(&mut self, index: u64, data: &[u8], sink: &mut F) {
+        self.block_index = index;
+        self.bytes_in += data.len() as u64;
+        let mut pos = 0usize;
+        while pos < data.len() || self.state == State::SendPacket {
+            match self.state {
+                State::Header => {
+                    if self.is_sync && self.buf.is_empty() {
+                        // Fast path: the whole packet is in `data`.
+                        if let Some(n) = self.fast_packet(index + pos as u64, &data[pos..], sink) {
+                            pos += n;
+                            continue;
+                        }
+                    }
+                    self.packet_index = self.block_index + pos as u64;
+                    if self.is_sync {
+                        let (t, h) = self.table[data[pos] as usize];
+                        self.handler = h;
+                        self.pkt.ptype = t;
+                    } else {
+                        self.handler = Handler::NotSync;
+                        self.pkt.ptype = PacketType::NotSync;
+                    }
+                    self.state = State::Data;
+                }
+                State::Data => {
+                    while pos < data.len() && self.state == State::Data {
+                        let b = data[pos];
+                        self.buf.push(b);
+                        pos += 1;
+                        self.byte(b, pos);
+                    }
+                }
+                State::SendPacket => {
+                    self.output(sink);
+                    self.init_packet();
+                    self.state = State::Header;
+                }
+                State::SendUnsynced => {
+                    self.output_unsynced(sink);
+                    if self.update_on_unsync_index != 0 {
+                        self.packet_index = self.update_on_unsync_index;
+                        self.update_on_unsync_index = 0;
+                    }
+                    self.state = State::Data;
+                }
+            }
+        }
+    }
+
+    /// End of trace: a packet still being assembled is reported as
+    /// `I_INCOMPLETE_EOT`.
+    pub fn finish<F: FnMut(&Packet, &[u8])>(&mut self, sink: &mut F) {
+        if !self.buf.is_empty() {
+            self.update_err_type(PacketType::IncompleteEot, 0);
+            self.output(sink);
+            self.init_packet();
+        }
+        self.state = State::Header;
+    }
+
+    fn output<F: FnMut(&Packet, &[u8])>(&mut self, sink: &mut F) {
+        self.pkt.index = self.packet_index;
+        sink(&self.pkt, &self.buf);
+    }
+
+    fn output_unsynced<F: FnMut(&Packet, &[u8])>(&mut self, sink: &mut F) {
+        let n = self.dump_unsynced.min(self.buf.len());
+        self.pkt.index = self.packet_index;
+        self.pkt.first_not_sync = !self.sent_not_sync;
+        sink(&self.pkt, &self.buf[..n]);
+        self.pkt.first_not_sync = false;
+        self.sent_not_sync = true;
+        self.buf.drain(..n);
+    }
+
+    fn init_packet(&mut self) {
+        self.buf.clear();
+        self.pkt.cc_valid = false;
+        self.pkt.commit_valid = false;
+        self.pkt.atom_count = 0;
+        self.pkt.context.updated = false;
+        self.pkt.context.updated_cid = false;
+        self.pkt.context.updated_vmid = false;
+        self.pkt.err_type = PacketType::NoErrType;
+        self.pkt.trace_info.initial = false;
+        self.update_on_unsync_index = 0;
+    }
+
+    fn update_err_type(&mut self, err: PacketType, header: u8) {
+        self.pkt.err_type = self.pkt.ptype;
+        self.pkt.ptype = err;
+        self.pkt.err_header = header;
+    }
+
+    fn bad_sequence(&mut self) {
+        self.update_err_type(PacketType::BadSequence, 0);
+        self.state = State::SendPacket;
+    }
+
+    /// One byte of the current packet; `pos` is the offset just past it.
+    fn byte(&mut self, b: u8, pos: usize) {
+        match self.handler {
+            Handler::NotSync => self.not_sync(b, pos),
+            Handler::Reserved => {
+                self.update_err_type(PacketType::Reserved, b);
+                self.state = State::SendPacket;
+            }
+            Handler::InvalidCfg => {
+                self.update_err_type(PacketType::ReservedCfg, b);
+                self.state = State::SendPacket;
+            }
+            Handler::NoPayload => self.no_payload(b),
+            Handler::Extension => self.extension(b),
+            Handler::Async => self.async_byte(b),
+            Handler::TraceInfo => self.trace_info(b),
+            Handler::Timestamp => self.timestamp(b),
+            Handler::Exception => self.exception(b),
+            Handler::CycleCount => self.cycle_count(b),
+            Handler::SpecRes => self.spec_res(b),
+            Handler::CondInstr => self.cond_instr(b),
+            Handler::CondResult => self.cond_result(b),
+            Handler::Context => self.context(b),
+            Handler::AddrCtxt => self.addr_ctxt(b),
+            Handler::ShortAddr => self.short_addr(b),
+            Handler::LongAddr => self.long_addr(),
+            Handler::Q => self.q(b),
+            Handler::Atom => {
+                self.atom(b);
+                self.state = State::SendPacket;
+            }
+            Handler::Ite => {
+                if self.buf.len() == 10 {
+                    self.pkt.ite_el = self.buf[1];
+                    self.pkt.ite_payload = u64::from_le_bytes(self.buf[2..10].try_into().unwrap());
+                    self.state = State::SendPacket;
+                }
+            }
+        }
+    }
+
+    fn not_sync(&mut self, b: u8, pos: usize) {
+        if b == 0x00 {
+            // A possible A-sync starts here: report what came before it.
+            if self.buf.len() > 1 {
+                self.dump_unsynced = self.buf.len() - 1;
+                self.state = State::SendUnsynced;
+                self.update_on_unsync_index = self.block_index + pos as u64 - 1;
+            } else {
+                self.packet_index = self.block_index + pos as u64 - 1;
+            }
+            self.handler = self.table[0].1;
+        } else if self.buf.len() >= 8 {
+            self.dump_unsynced = self.buf.len();
+            self.state = State::SendUnsynced;
+            self.update_on_unsync_index = self.block_index + pos as u64;
+        }
+    }
+
+    fn no_payload(&mut self, b: u8) {
+        match self.pkt.ptype {
+            PacketType::AddrMatch | PacketType::SrcAddrMatch => self.set_exact_match(b & 0x3),
+            PacketType::Event => self.pkt.event = b & 0xf,
+            PacketType::NumDataSyncMarker | PacketType::UnnumDataSyncMarker => self.pkt.dsm = b & 0x7,
+            _ => {}
+        }
+        self.state = State::SendPacket;
+    }
+
+    fn extension(&mut self, b: u8) {
+        if self.buf.len() != 2 {
+            return;
+        }
+        if !self.is_sync && b != 0x00 {
+            self.handler = Handler::NotSync;
+            self.pkt.ptype = PacketType::NotSync;
+            return;
+        }
+        match b {
+            0x03 => {
+                self.pkt.ptype = PacketType::Discard;
+                self.state = State::SendPacket;
+            }
+            0x05 => {
+                self.pkt.ptype = PacketType::Overflow;
+                self.state = State::SendPacket;
+            }
+            0x00 => {
+                self.pkt.ptype = PacketType::Async;
+                self.handler = Handler::Async;
+            }
+            _ => {
+                self.pkt.err_type = self.pkt.ptype;
+                self.pkt.ptype = PacketType::BadSequence;
+                self.state = State::SendPacket;
+            }
+        }
+    }
+
+    fn async_byte(&mut self, b: u8) {
+        let len = self.buf.len();
+        if b != 0x00 {
+            if !self.is_sync && len != 12 {
+                self.handler = Handler::NotSync;
+                self.pkt.ptype = PacketType::NotSync;
+                return;
+            }
+            self.state = State::SendPacket;
+            if len != 12 || b != 0x80 {
+                self.pkt.ptype = PacketType::BadSequence;
+                self.pkt.err_type = PacketType::Async;
+            } else {
+                self.is_sync = true;
+            }
+        } else if len == 12 {
+            if !self.is_sync {
+                // Extra leading zero before the sync: report it as unsynchronised.
+                self.dump_unsynced = 1;
+                self.state = State::SendUnsynced;
+            } else {
+                self.pkt.ptype = PacketType::BadSequence;
+                self.pkt.err_type = PacketType::Async;
+                self.state = State::SendPacket;
+            }
+        }
+    }
+
+    fn trace_info(&mut self, b: u8) {
+        let len = self.buf.len();
+        let s = &mut self.scratch;
+        if len == 1 {
+            s.tinfo_flags = 0;
+            s.tinfo_ctrl_bytes = 1;
+        } else if len == 2 {
+            s.tinfo_flags = !b & TINFO_ALL_SECT;
+            if b & 0x80 == 0 {
+                s.tinfo_flags |= TINFO_CTRL;
+            }
+        } else {
+            let done = b & 0x80 == 0;
+            if s.tinfo_flags & TINFO_CTRL == 0 {
+                if done {
+                    s.tinfo_flags |= TINFO_CTRL;
+                }
+                s.tinfo_ctrl_bytes = s.tinfo_ctrl_bytes.saturating_add(1);
+            } else {
+                for sect in [TINFO_INFO, TINFO_KEY, TINFO_SPEC, TINFO_CYCT, TINFO_WNDW] {
+                    if s.tinfo_flags & sect == 0 {
+                        if done {
+                            s.tinfo_flags |= sect;
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        if self.scratch.tinfo_flags == TINFO_ALL {
+            let start = self.scratch.tinfo_ctrl_bytes as usize + 1;
+            match decode_trace_info(&self.buf, start) {
+                Some(ti) => {
+                    self.clear_trace_info();
+                    let ti_initial = !self.first_trace_info;
+                    self.pkt.trace_info = super::packet::TraceInfo { initial: ti_initial, ..ti };
+                    self.state = State::SendPacket;
+                    self.first_trace_info = true;
+                }
+                None => {
+                    self.clear_trace_info();
+                    self.bad_sequence();
+                }
+            }
+        }
+    }
+
+    fn clear_trace_info(&mut self) {
+        self.pkt.ts_valid = false;
+        self.pkt.trace_info = Default::default();
+        self.stack = [reset_address(); 3];
+        self.pkt.addr = self.stack[0];
+    }
+
+    fn timestamp(&mut self, b: u8) {
+        let s = &mut self.scratch;
+        if self.buf.len() == 1 {
+            s.cc_done = b & 1 == 0;
+            s.ts_done = false;
+            s.ts_bytes = 0;
+        } else if !s.ts_done {
+            s.ts_bytes += 1;
+            s.ts_done = s.ts_bytes == 9 || b & 0x80 == 0;
+        } else if !s.cc_done {
+            s.cc_done = b & 0x80 == 0;
+        }
+        if self.scratch.ts_done && self.scratch.cc_done {
+            let (ts, n) = ts_field(&self.buf[1..]);
+            self.apply_timestamp(ts, n);
+            if self.buf[0] & 1 == 1 {
+                match cont_field(&self.buf[1 + n..], 3) {
+                    Some((cc, _)) => self.set_cc(cc & self.set.cc_mask),
+                    None => return self.bad_sequence(),
+                }
+            }
+            self.state = State::SendPacket;
+        }
+    }
+
+    fn apply_timestamp(&mut self, value: u64, nbytes: usize) {
+        let mut bits = if nbytes < 9 { nbytes as u32 * 7 } else { 64 };
+        if !self.pkt.ts_valid && self.first_trace_info {
+            // After a Trace Info the bits the packet leaves out are zero.
+            bits = 64;
+        }
+        let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        self.pkt.timestamp = (self.pkt.timestamp & !mask) | (value & mask);
+        self.pkt.ts_bits_changed = bits as u8;
+        self.pkt.ts_valid = true;
+    }
+
+    fn set_cc(&mut self, cc: u32) {
+        self.pkt.cycle_count = cc;
+        self.pkt.cc_valid = true;
+    }
+
+    fn set_commit(&mut self, n: u32) {
+        self.pkt.commit = n;
+        self.pkt.commit_valid = true;
+    }
+
+    fn cc_threshold(&self) -> u32 {
+        if self.pkt.trace_info.cyct_present {
+            self.pkt.trace_info.cc_threshold
+        } else {
+            0
+        }
+    }
+
+    fn exception(&mut self, b: u8) {
+        let len = self.buf.len();
+        let ete = self.set.major >= 5;
+        if len == 1 {
+            self.scratch.excep_size = 3;
+        } else if len == 2 {
+            if b & 0x80 == 0 {
+                self.scratch.excep_size = 2;
+            }
+            // ETE PE reset and transaction failure always carry the second byte.
+            let t = (self.buf[1] >> 1) & 0x1f;
+            if ete && (t == 0 || t == 0x18) {
+                self.scratch.excep_size = 3;
+            }
+        }
+        if len == self.scratch.excep_size as usize {
+            self.finish_exception();
+            self.state = State::SendPacket;
+        }
+    }
+
+    fn finish_exception(&mut self) {
+        let b1 = self.buf[1];
+        let mut number = ((b1 >> 1) & 0x1f) as u16;
+        let addr_interp = ((b1 & 0x40) >> 5) | (b1 & 0x1);
+        let mut fault_pending = false;
+        if b1 & 0x80 != 0 {
+            let b2 = self.buf[2];
+            number |= ((b2 & 0x1f) as u16) << 5;
+            fault_pending = (b2 >> 5) & 1 == 1;
+        }
+        self.pkt.exception = super::packet::ExceptionInfo {
+            number,
+            addr_interp,
+            m_fault_pending: fault_pending,
+            m_type: self.set.m_profile,
+        };
+        if self.set.major >= 5 && (number == 0 || number == 0x18) {
+            self.set_address_64(0, 0);
+            self.pkt.ptype = if number == 0x18 { PacketType::TransFail } else { PacketType::PeReset };
+        }
+    }
+
+    fn cycle_count(&mut self, b: u8) {
+        let len = self.buf.len();
+        let format = self.pkt.ptype;
+        if len == 1 {
+            self.scratch.count_done = false;
+            self.scratch.commit_done = false;
+            self.scratch.has_count = true;
+            match format {
+                PacketType::CycleCountF3 => {
+                    if !self.set.commit_opt1 {
+                        self.set_commit(((b >> 2) & 0x3) as u32 + 1);
+                    }
+                    let cc = self.cc_threshold().wrapping_add((b & 0x3) as u32);
+                    self.set_cc(cc);
+                    self.state = State::SendPacket;
+                }
+                PacketType::CycleCountF1 => {
+                    if b & 1 == 1 {
+                        self.scratch.has_count = false;
+                        self.scratch.count_done = true;
+                    }
+                    if self.set.commit_opt1 {
+                        self.scratch.commit_done = true;
+                    }
+                }
+                _ => {}
+            }
+        } else if format == PacketType::CycleCountF2 && len == 2 {
+            // Header bit 0 (F) selects the commit offset: 1, or MAXSPEC - 15.
+            let offset = if self.buf[0] & 1 == 1 { (self.set.max_spec as i64 - 15) as u32 } else { 1 };
+            let commit = ((b >> 4) & 0xf) as u32;
+            let cc = self.cc_threshold().wrapping_add((b & 0xf) as u32);
+            self.set_cc(cc);
+            // Commit mode 1 cycle counts carry no commit field.
+            if !self.set.commit_opt1 {
+                self.set_commit(commit.wrapping_add(offset));
+            }
+            self.state = State::SendPacket;
+        } else if !self.scratch.commit_done {
+            self.scratch.commit_done = b & 0x80 == 0;
+        } else if !self.scratch.count_done {
+            self.scratch.count_done = b & 0x80 == 0;
+        }
+        if format == PacketType::CycleCountF1 && self.scratch.commit_done && self.scratch.count_done {
+            let mut idx = 1;
+            if !self.set.commit_opt1 {
+                match cont_field(&self.buf[idx..], 5) {
+                    Some((v, n)) => {
+                        idx += n;
+                        self.set_commit(v);
+                    }
+                    None => return self.bad_sequence(),
+                }
+            }
+            if self.scratch.has_count {
+                match cont_field(&self.buf[idx..], 3) {
+                    Some((v, _)) => {
+                        let cc = v.wrapping_add(self.cc_threshold());
+                        self.set_cc(cc);
+                    }
+                    None => return self.bad_sequence(),
+                }
+            } else {
+                // Unknown count after an overflow is reported as 0.
+                self.set_cc(0);
+            }
+            self.state = State::SendPacket;
+        }
+    }
+
+    fn spec_res(&mut self, b: u8) {
+        if self.buf.len() == 1 {
+            match self.pkt.ptype {
+                PacketType::Mispredict | PacketType::CancelF2 => {
+                    match b & 0x3 {
+                        1 => self.set_atoms(0x1, 1),
+                        2 => self.set_atoms(0x3, 2),
+                        3 => self.set_atoms(0x0, 1),
+                        _ => {}
+                    }
+                    self.pkt.cancel = if self.pkt.ptype == PacketType::CancelF2 { 1 } else { 0 };
+                    self.state = State::SendPacket;
+                }
+                PacketType::CancelF3 => {
+                    if b & 1 == 1 {
+                        self.set_atoms(0x1, 1);
+                    }
+                    self.pkt.cancel = ((b >> 1) & 0x3) as u32 + 2;
+                    self.state = State::SendPacket;
+                }
+                _ => {}
+            }
+        } else if b & 0x80 == 0 {
+            match cont_field(&self.buf[1..], 5) {
+                Some((v, _)) => {
+                    if self.pkt.ptype == PacketType::Commit {
+                        self.set_commit(v);
+                    } else {
+                        self.pkt.cancel = v;
+                    }
+                    self.state = State::SendPacket;
+                }
+                None => self.bad_sequence(),
+            }
+        }
+    }
+
+    fn cond_instr(&mut self, b: u8) {
+        let len = self.buf.len();
+        let mut f1_done = false;
+        if len == 1 {
+            if self.pkt.ptype == PacketType::CondInstrF2 {
+                self.state = State::SendPacket;
+            }
+        } else if len == 2 && self.pkt.ptype == PacketType::CondInstrF3 {
+            self.state = State::SendPacket;
+        } else {
+            f1_done = b & 0x80 == 0;
+        }
+        if f1_done {
+            match cont_field(&self.buf[1..], 5) {
+                Some(_) => self.state = State::SendPacket,
+                None => self.bad_sequence(),
+            }
+        }
+    }
+
+    fn cond_result(&mut self, b: u8) {
+        let len = self.buf.len();
+        let s = &mut self.scratch;
+        if len == 1 {
+            s.f1p1_done = false;
+            s.f1p2_done = false;
+            s.f1_has_p2 = false;
+            match self.pkt.ptype {
+                PacketType::CondResultF1 => {
+                    s.f1_has_p2 = true;
+                    if b & 0xfc == 0x6c {
+                        s.f1p2_done = true;
+                        s.f1_has_p2 = false;
+                    }
+                }
+                PacketType::CondResultF2 | PacketType::CondResultF4 => self.state = State::SendPacket,
+                _ => {}
+            }
+        } else if self.pkt.ptype == PacketType::CondResultF3 && len == 2 {
+            self.state = State::SendPacket;
+        } else {
+            if !s.f1p1_done {
+                s.f1p1_done = b & 0x80 == 0;
+            } else if !s.f1p2_done {
+                s.f1p2_done = b & 0x80 == 0;
+            }
+            if s.f1p1_done && s.f1p2_done {
+                let has_p2 = s.f1_has_p2;
+                let ok = match cond_result_field(&self.buf[1..]) {
+                    Some(n) => !has_p2 || cond_result_field(&self.buf[1 + n..]).is_some(),
+                    None => false,
+                };
+                if ok {
+                    self.state = State::SendPacket;
+                } else {
+                    self.bad_sequence();
+                }
+            }
+        }
+    }
+
+    fn context(&mut self, b: u8) {
+        let len = self.buf.len();
+        let mut send = false;
+        if len == 1 {
+            if b & 1 == 0 {
+                self.set_context_info(false, 0);
+                self.state = State::SendPacket;
+            }
+        } else if len == 2 {
+            if b & 0xc0 == 0 {
+                send = true;
+            } else {
+                self.scratch.vmid_bytes = if b & 0x40 != 0 { self.set.vmid_bytes } else { 0 };
+                self.scratch.cid_bytes = if b & 0x80 != 0 { self.set.cid_bytes } else { 0 };
+            }
+        } else {
+            if self.scratch.vmid_bytes > 0 {
+                self.scratch.vmid_bytes -= 1;
+            } else if self.scratch.cid_bytes > 0 {
+                self.scratch.cid_bytes -= 1;
+            }
+            send = self.scratch.vmid_bytes == 0 && self.scratch.cid_bytes == 0;
+        }
+        if send {
+            self.extract_context(1);
+            self.state = State::SendPacket;
+        }
+    }
+
+    fn set_context_info(&mut self, update: bool, info: u8) {
+        self.pkt.context_valid = true;
+        if update {
+            let c = &mut self.pkt.context;
+            c.updated = true;
+            c.el = info & 0x3;
+            c.ns = (info >> 5) & 1 == 1;
+            c.sf = (info >> 4) & 1 == 1;
+            c.nse = (info >> 3) & 1 == 1;
+        }
+    }
+
+    /// Context fields starting at the info byte `buf[at]`.
+    fn extract_context(&mut self, at: usize) {
+        let info = self.buf[at];
+        self.set_context_info(true, info);
+        let nv = if info & 0x40 != 0 { self.set.vmid_bytes as usize } else { 0 };
+        let nc = if info & 0x80 != 0 { self.set.cid_bytes as usize } else { 0 };
+        let mut p = at + 1;
+        if nv > 0 {
+            let v = le_bytes(&self.buf[p..p + nv]);
+            p += nv;
+            self.pkt.context.vmid = v;
+            self.pkt.context.updated = true;
+            self.pkt.context.updated_vmid = true;
+        }
+        if nc > 0 {
+            let v = le_bytes(&self.buf[p..p + nc]);
+            self.pkt.context.context_id = v;
+            self.pkt.context.updated = true;
+            self.pkt.context.updated_cid = true;
+        }
+    }
+
+    fn addr_ctxt(&mut self, b: u8) {
+        let s = &mut self.scratch;
+        if self.buf.len() == 1 {
+            s.addr_is = 0;
+            s.addr_bytes = 4;
+            s.addr_64 = false;
+            s.vmid_bytes = 0;
+            s.cid_bytes = 0;
+            s.ctxt_info_done = false;
+            match self.pkt.ptype {
+                PacketType::AddrCtxtL32Is1 => s.addr_is = 1,
+                PacketType::AddrCtxtL64Is0 | PacketType::AddrCtxtL64Is1 => {
+                    s.addr_is = (self.pkt.ptype == PacketType::AddrCtxtL64Is1) as u8;
+                    s.addr_bytes = 8;
+                    s.addr_64 = true;
+                }
+                _ => {}
+            }
+            return;
+        }
+        if s.addr_bytes == 0 {
+            if !s.ctxt_info_done {
+                s.ctxt_info_done = true;
+                s.vmid_bytes = if b & 0x40 != 0 { self.set.vmid_bytes } else { 0 };
+                s.cid_bytes = if b & 0x80 != 0 { self.set.cid_bytes } else { 0 };
+            } else if s.vmid_bytes > 0 {
+                s.vmid_bytes -= 1;
+            } else if s.cid_bytes > 0 {
+                s.cid_bytes -= 1;
+            }
+        } else {
+            s.addr_bytes -= 1;
+        }
+        if s.addr_bytes == 0 && s.ctxt_info_done && s.vmid_bytes == 0 && s.cid_bytes == 0 {
+            let is = s.addr_is;
+            let next = if s.addr_64 {
+                let v = long_addr_64(&self.buf[1..9], is);
+                self.set_address_64(v, is);
+                9
+            } else {
+                let v = long_addr_32(&self.buf[1..5], is);
+                self.set_address_32(v, is);
+                5
+            };
+            self.extract_context(next);
+            self.state = State::SendPacket;
+        }
+    }
+
+    fn short_addr(&mut self, b: u8) {
+        let len = self.buf.len();
+        if len == 1 {
+            self.scratch.addr_done = false;
+            self.scratch.addr_is =
+                matches!(self.pkt.ptype, PacketType::AddrShortIs1 | PacketType::SrcAddrShortIs1) as u8;
+        } else if !self.scratch.addr_done {
+            self.scratch.addr_done = len == 3 || b & 0x80 == 0;
+        }
+        if self.scratch.addr_done {
+            let is = self.scratch.addr_is;
+            let (v, bits, _) = short_addr(&self.buf[1..], is);
+            self.update_short_address(v, is, bits);
+            self.state = State::SendPacket;
+        }
+    }
+
+    fn long_addr(&mut self) {
+        let len = self.buf.len();
+        if len == 1 {
+            use PacketType::*;
+            let t = self.pkt.ptype;
+            self.scratch.addr_is = matches!(t, AddrL32Is1 | SrcAddrL32Is1 | AddrL64Is1 | SrcAddrL64Is1) as u8;
+            self.scratch.addr_64 = matches!(t, AddrL64Is0 | AddrL64Is1 | SrcAddrL64Is0 | SrcAddrL64Is1);
+            self.scratch.addr_bytes = if self.scratch.addr_64 { 8 } else { 4 };
+        }
+        if len == 1 + self.scratch.addr_bytes as usize {
+            let is = self.scratch.addr_is;
+            if self.scratch.addr_64 {
+                let v = long_addr_64(&self.buf[1..9], is);
+                self.set_address_64(v, is);
+            } else {
+                let v = long_addr_32(&self.buf[1..5], is);
+                self.set_address_32(v, is);
+            }
+            self.state = State::SendPacket;
+        }
+    }
+
+    fn q(&mut self, b: u8) {
+        let s = &mut self.scratch;
+        if self.buf.len() == 1 {
+            s.q_type = b & 0xf;
+            s.addr_bytes = 0;
+            s.count_done = false;
+            s.has_addr = false;
+            s.addr_short = true;
+            s.addr_match = false;
+            s.addr_is = 1;
+            s.qe = 0;
+            match s.q_type {
+                0x0..=0x2 => {
+                    s.addr_match = true;
+                    s.has_addr = true;
+                    s.qe = s.q_type & 0x3;
+                }
+                0xc => {}
+                0x5 | 0x6 => {
+                    s.addr_is = (s.q_type == 0x6) as u8;
+                    s.has_addr = true;
+                    s.addr_bytes = 2;
+                }
+                0xa | 0xb => {
+                    s.addr_is = (s.q_type == 0xb) as u8;
+                    s.has_addr = true;
+                    s.addr_short = false;
+                    s.addr_bytes = 4;
+                }
+                0xf => s.count_done = true,
+                _ => {
+                    self.pkt.err_type = self.pkt.ptype;
+                    self.pkt.ptype = PacketType::BadSequence;
+                    self.state = State::SendPacket;
+                    return;
+                }
+            }
+        } else if s.addr_bytes > 0 {
+            if s.addr_short && s.addr_bytes == 2 && b & 0x80 == 0 {
+                s.addr_bytes -= 1;
+            }
+            s.addr_bytes -= 1;
+        } else if !s.count_done {
+            s.count_done = b & 0x80 == 0;
+        }
+        let s = self.scratch;
+        if s.addr_bytes == 0 && s.count_done {
+            let mut idx = 1;
+            if s.has_addr {
+                if s.addr_match {
+                    self.set_exact_match(s.qe);
+                } else if s.addr_short {
+                    let (v, bits, n) = short_addr(&self.buf[1..], s.addr_is);
+                    idx += n;
+                    self.update_short_address(v, s.addr_is, bits);
+                } else {
+                    let v = long_addr_32(&self.buf[1..5], s.addr_is);
+                    idx += 4;
+                    self.set_address_32(v, s.addr_is);
+                }
+            }
+            if s.q_type != 0xf {
+                match cont_field(&self.buf[idx..], 5) {
+                    Some((count, _)) => {
+                        self.pkt.q = super::packet::QInfo {
+                            count,
+                            count_present: true,
+                            addr_present: s.has_addr,
+                            addr_match: s.addr_match,
+                            q_type: s.q_type,
+                        }
+                    }
+                    None => return self.bad_sequence(),
+                }
+            } else {
+                self.pkt.q = super::packet::QInfo { q_type: 0xf, ..Default::default() };
+            }
+            self.state = State::SendPacket;
+        }
+    }
+
+    fn atom(&mut self, b: u8) {
+        match self.pkt.ptype {
+            PacketType::AtomF1 => self.set_atoms((b & 1) as u32, 1),
+            PacketType::AtomF2 => self.set_atoms((b & 3) as u32, 2),
+            PacketType::AtomF3 => self.set_atoms((b & 7) as u32, 3),
+            PacketType::AtomF4 => {
+                const F4: [u32; 4] = [0xe, 0x0, 0xa, 0x5];
+                self.set_atoms(F4[(b & 3) as usize], 4)
+            }
+            PacketType::AtomF5 => match ((b & 0x20) >> 3) | (b & 0x3) {
+                5 => self.set_atoms(0x1e, 5),
+                1 => self.set_atoms(0x00, 5),
+                2 => self.set_atoms(0x0a, 5),
+                3 => self.set_atoms(0x15, 5),
+                _ => {}
+            },
+            PacketType::AtomF6 => {
+                let e_count = (b & 0x1f) as u32 + 3;
+                let mut pattern = (1u32 << e_count) - 1;
+                if b & 0x20 == 0 {
+                    pattern |= 1 << e_count;
+                }
+                self.set_atoms(pattern, e_count as u8 + 1);
+            }
+            _ => {}
+        }
+    }
+
+    fn set_atoms(&mut self, bits: u32, count: u8) {
+        self.pkt.atom_bits = bits;
+        self.pkt.atom_count = count;
+    }
+
+    fn push_addr(&mut self) {
+        self.stack[2] = self.stack[1];
+        self.stack[1] = self.stack[0];
+        self.stack[0] = self.pkt.addr;
+    }
+
+    fn set_address_64(&mut self, v: u64, is: u8) {
+        self.pkt.addr = Address { value: v, valid_bits: 64, pkt_bits: 64, is_64bit: true, isa: is };
+        self.push_addr();
+    }
+
+    fn set_address_32(&mut self, v: u32, is: u8) {
+        let a = &mut self.pkt.addr;
+        a.pkt_bits = 32;
+        if self.pkt.context_valid && self.pkt.context.sf {
+            a.is_64bit = true;
+            a.value = (a.value & !0xffff_ffff) | v as u64;
+        } else {
+            a.value = v as u64;
+            a.is_64bit = false;
+        }
+        if a.valid_bits < 32 {
+            a.valid_bits = 32;
+        }
+        a.isa = is;
+        self.push_addr();
+    }
+
+    fn update_short_address(&mut self, v: u32, is: u8, bits: u8) {
+        let a = &mut self.pkt.addr;
+        let mask = (1u64 << bits) - 1;
+        a.pkt_bits = bits;
+        if a.valid_bits < bits {
+            a.valid_bits = bits;
+        }
+        a.value = (a.value & !mask) | (v as u64 & mask);
+        a.isa = is;
+        self.push_addr();
+    }
+
+    fn set_exact_match(&mut self, idx: u8) {
+        self.pkt.exact_match_idx = idx;
+        if (idx as usize) < 3 {
+            self.pkt.addr = self.stack[idx as usize];
+        }
+        self.push_addr();
+    }
+
+    /// Parse one complete packet from `data` without touching the byte-wise
+    /// machine. Returns the bytes consumed, or `None` when the packet is not a
+    /// simple one or is not entirely inside `data` (the slow path then takes it).
+    #[inline]
+    fn fast_packet<F: FnMut(&Packet, &[u8])>(&mut self, index: u64, data: &[u8], sink: &mut F) -> Option<usize> {
+        let b = data[0];
+        let (t, h) = self.table[b as usize];
+        let n = match h {
+            Handler::Atom => {
+                self.pkt.ptype = t;
+                self.atom(b);
+                1
+            }
+            Handler::ShortAddr => {
+                let n = if data.len() >= 2 && data[1] & 0x80 == 0 {
+                    2
+                } else if data.len() >= 3 {
+                    3
+                } else {
+                    return None;
+                };
+                self.pkt.ptype = t;
+                let is = matches!(t, PacketType::AddrShortIs1 | PacketType::SrcAddrShortIs1) as u8;
+                let (v, bits, _) = short_addr(&data[1..n], is);
+                self.update_short_address(v, is, bits);
+                n
+            }
+            Handler::LongAddr => {
+                use PacketType::*;
+                let is = matches!(t, AddrL32Is1 | SrcAddrL32Is1 | AddrL64Is1 | SrcAddrL64Is1) as u8;
+                let is64 = matches!(t, AddrL64Is0 | AddrL64Is1 | SrcAddrL64Is0 | SrcAddrL64Is1);
+                let n = if is64 { 9 } else { 5 };
+                if data.len() < n {
+                    return None;
+                }
+                self.pkt.ptype = t;
+                if is64 {
+                    let v = long_addr_64(&data[1..9], is);
+                    self.set_address_64(v, is);
+                } else {
+                    let v = long_addr_32(&data[1..5], is);
+                    self.set_address_32(v, is);
+                }
+                n
+            }
+            Handler::NoPayload => {
+                self.pkt.ptype = t;
+                self.no_payload(b);
+                1
+            }
+            _ => return None,
+        };
+        self.pkt.index = index;
+        sink(&self.pkt, &data[..n]);
+        self.pkt.atom_count = 0;
+        self.pkt.err_type = PacketType::NoErrType;
+        self.pkt.context.updated = false;
+        self.pkt.context.updated_cid = false;
+        self.pkt.context.updated_vmid = false;
+        self.pkt.trace_info.initial = false;
+        self.state = State::Header;
+        Some(n)
+    }
+}
+
+fn reset_address() -> Address {
+    Address { value: 0, valid_bits: 64, pkt_bits: 0, is_64bit: true, isa: 0 }
+}
+
+/// Trace Info sections after the control bytes. `None` when a section runs past
+/// the end of the packet.
+fn decode_trace_info(buf: &[u8], start: usize) -> Option<super::packet::TraceInfo> {
+    let present = buf[1] & TINFO_ALL_SECT;
+    let mut ti = super::packet::TraceInfo::default();
+    let mut idx = start;
+    let field = |idx: &mut usize| -> Option<u32> {
+        let (v, n) = cont_field(&buf[*idx..], 5)?;
+        *idx += n;
+        Some(v)
+    };
+    if present & TINFO_INFO != 0 && idx < buf.len() {
+        ti.info = field(&mut idx)?;
+    }
+    if present & TINFO_KEY != 0 && idx < buf.len() {
+        ti.p0_key = field(&mut idx)?;
+    }
+    if present & TINFO_SPEC != 0 && idx < buf.len() {
+        ti.spec_depth = field(&mut idx)?;
+        ti.spec_present = true;
+    }
+    if present & TINFO_CYCT != 0 && idx < buf.len() {
+        ti.cc_threshold = field(&mut idx)?;
+        ti.cyct_present = true;
+    }
+    if present & TINFO_WNDW != 0 && idx < buf.len() {
+        // The commit window section is not used by current ETE versions.
+        field(&mut idx)?;
+    }
+    Some(ti)
+}
+
+/// A 7-bits-per-byte little-endian field of at most `limit` bytes. Returns the
+/// value and the bytes used, or `None` if the field runs off the end of `buf`.
+#[inline]
+fn cont_field(buf: &[u8], limit: usize) -> Option<(u32, usize)> {
+    let mut v = 0u32;
+    for i in 0..limit {
+        let b = *buf.get(i)?;
+        v |= ((b & 0x7f) as u32).wrapping_shl(7 * i as u32);
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    Some((v, limit))
+}
+
+/// The timestamp field: up to 8 bytes of 7 bits, then a 9th byte of 8 bits.
+fn ts_field(buf: &[u8]) -> (u64, usize) {
+    let mut v = 0u64;
+    for (i, &b) in buf.iter().enumerate().take(9) {
+        if i == 8 {
+            v |= (b as u64) << 56;
+            return (v, 9);
+        }
+        v |= ((b & 0x7f) as u64) << (7 * i);
+        if b & 0x80 == 0 {
+            return (v, i + 1);
+        }
+    }
+    (v, buf.len().min(9))
+}
+
+/// Conditional result field of a format 1 packet: returns the bytes used.
+fn cond_result_field(buf: &[u8]) -> Option<usize> {
+    for i in 0..6 {
+        let b = *buf.get(i)?;
+        if b & 0x80 == 0 {
+            return Some(i + 1);
+        }
+    }
+    Some(6)
+}
+
+/// Short address payload: (value, valid bits, bytes used).
+#[inline]
+fn short_addr(buf: &[u8], is: u8) -> (u32, u8, usize) {
+    let shift = if is == 0 { 2 } else { 1 };
+    let mut v = ((buf[0] & 0x7f) as u32) << shift;
+    let mut bits = 7u8;
+    let mut n = 1;
+    if buf[0] & 0x80 != 0 {
+        v |= (buf[1] as u32) << (7 + shift);
+        bits += 8;
+        n = 2;
+    }
+    (v, bits + shift as u8, n)
+}
+
+#[inline]
+fn long_addr_32(b: &[u8], is: u8) -> u32 {
+    let low = if is == 0 {
+        (((b[0] & 0x7f) as u32) << 2) | (((b[1] & 0x7f) as u32) << 9)
+    } else {
+        (((b[0] & 0x7f) as u32) << 1) | ((b[1] as u32) << 8)
+    };
+    low | ((b[2] as u32) << 16) | ((b[3] as u32) << 24)
+}
+
+#[inline]
+fn long_addr_64(b: &[u8], is: u8) -> u64 {
+    let low = long_addr_32(&b[..4], is) as u64;
+    low | ((b[4] as u64) << 32) | ((b[5] as u64) << 40) | ((b[6] as u64) << 48) | ((b[7] as u64) << 56)
+}
+
+fn le_bytes(b: &[u8]) -> u32 {
+    b.iter().enumerate().fold(0u32, |v, (i, &x)| v | (x as u32) << (8 * i))
+}
+
+/// The header decode table for one configuration (IHI 0064 table 6-1; ETE
+/// additions by architecture version).
+fn build_table(cfg: &Etm4Config) -> [(PacketType, Handler); 256] {
+    use Handler as H;
+    use PacketType as P;
+    let mut t = [(P::Reserved, H::Reserved); 256];
+    let full = cfg.full_version();
+    let major = cfg.major_version();
+    let minor = cfg.minor_version();
+    let cond_ok = cfg.has_cond_trace() && cfg.cond_mode() != 0;
+    let data_ok = cfg.data_trace();
+    let gate = |ok: bool, h: Handler| if ok { h } else { H::InvalidCfg };
+
+    t[0x00] = (P::Extension, H::Extension);
+    t[0x01] = (P::TraceInfo, H::TraceInfo);
+    t[0x02] = (P::Timestamp, H::Timestamp);
+    t[0x03] = (P::Timestamp, H::Timestamp);
+    t[0x04] = (P::TraceOn, H::NoPayload);
+    let func_ret = cfg.profile == CoreProfile::Microcontroller && cfg.arch_v8 && full >= 0x42;
+    t[0x05] = (P::FuncRet, if func_ret { H::NoPayload } else { H::Reserved });
+    t[0x06] = (P::Exception, H::Exception);
+    t[0x07] = (P::ExceptionReturn, if major >= 5 { H::InvalidCfg } else { H::NoPayload });
+    if major >= 5 {
+        t[0x0a] = (P::TransStart, H::NoPayload);
+        t[0x0b] = (P::TransCommit, H::NoPayload);
+        if minor >= 3 {
+            t[0x09] = (P::Ite, H::Ite);
+        }
+    }
+    for i in 0..4 {
+        t[0x0c + i] = (if i >= 2 { P::CycleCountF1 } else { P::CycleCountF2 }, H::CycleCount);
+    }
+    for i in 0..16 {
+        t[0x10 + i] = (P::CycleCountF3, H::CycleCount);
+    }
+    for i in 0..8 {
+        t[0x20 + i] = (P::NumDataSyncMarker, gate(data_ok, H::NoPayload));
+    }
+    for i in 0..5 {
+        t[0x28 + i] = (P::UnnumDataSyncMarker, gate(data_ok, H::NoPayload));
+    }
+    t[0x2d] = (P::Commit, H::SpecRes);
+    t[0x2e] = (P::CancelF1, H::SpecRes);
+    t[0x2f] = (P::CancelF1Mispredict, H::SpecRes);
+    for i in 0..4 {
+        t[0x30 + i] = (P::Mispredict, H::SpecRes);
+        t[0x34 + i] = (P::CancelF2, H::SpecRes);
+    }
+    for i in 0..8 {
+        t[0x38 + i] = (P::CancelF3, H::SpecRes);
+    }
+    for i in 0..3 {
+        t[0x40 + i] = (P::CondInstrF2, gate(cond_ok, H::CondInstr));
+        t[0x44 + i] = (P::CondResultF4, gate(cond_ok, H::CondResult));
+        t[0x48 + i] = (P::CondResultF2, gate(cond_ok, H::CondResult));
+        t[0x4c + i] = (P::CondResultF2, gate(cond_ok, H::CondResult));
+    }
+    t[0x43] = (P::CondFlush, gate(cond_ok, H::NoPayload));
+    for i in 0..16 {
+        t[0x50 + i] = (P::CondResultF3, gate(cond_ok, H::CondResult));
+    }
+    for i in 0..4 {
+        t[0x68 + i] = (P::CondResultF1, gate(cond_ok, H::CondResult));
+    }
+    t[0x6c] = (P::CondInstrF1, gate(cond_ok, H::CondInstr));
+    t[0x6d] = (P::CondInstrF3, gate(cond_ok, H::CondInstr));
+    t[0x6e] = (P::CondResultF1, gate(cond_ok, H::CondResult));
+    t[0x6f] = (P::CondResultF1, gate(cond_ok, H::CondResult));
+    if full >= 0x43 {
+        t[0x70] = (P::Ignore, H::NoPayload);
+    }
+    for i in 0..15 {
+        t[0x71 + i] = (P::Event, H::NoPayload);
+    }
+    t[0x80] = (P::Context, H::Context);
+    t[0x81] = (P::Context, H::Context);
+    t[0x82] = (P::AddrCtxtL32Is0, H::AddrCtxt);
+    t[0x83] = (P::AddrCtxtL32Is1, H::AddrCtxt);
+    t[0x85] = (P::AddrCtxtL64Is0, H::AddrCtxt);
+    t[0x86] = (P::AddrCtxtL64Is1, H::AddrCtxt);
+    if full >= 0x46 {
+        t[0x88] = (P::TimestampMarker, H::NoPayload);
+    }
+    for i in 0..3 {
+        t[0x90 + i] = (P::AddrMatch, H::NoPayload);
+    }
+    t[0x95] = (P::AddrShortIs0, H::ShortAddr);
+    t[0x96] = (P::AddrShortIs1, H::ShortAddr);
+    t[0x9a] = (P::AddrL32Is0, H::LongAddr);
+    t[0x9b] = (P::AddrL32Is1, H::LongAddr);
+    t[0x9d] = (P::AddrL64Is0, H::LongAddr);
+    t[0x9e] = (P::AddrL64Is1, H::LongAddr);
+    for i in 0..16usize {
+        let reserved_q = matches!(i, 0x3 | 0x4 | 0x7 | 0x8 | 0x9 | 0xd | 0xe);
+        let h = if !reserved_q && cfg.has_q_elements() { H::Q } else { H::Reserved };
+        t[0xa0 + i] = (P::Q, h);
+    }
+    if full >= 0x50 {
+        for i in 0..3 {
+            t[0xb0 + i] = (P::SrcAddrMatch, H::NoPayload);
+        }
+        t[0xb4] = (P::SrcAddrShortIs0, H::ShortAddr);
+        t[0xb5] = (P::SrcAddrShortIs1, H::ShortAddr);
+        t[0xb6] = (P::SrcAddrL32Is0, H::LongAddr);
+        t[0xb7] = (P::SrcAddrL32Is1, H::LongAddr);
+        t[0xb8] = (P::SrcAddrL64Is0, H::LongAddr);
+        t[0xb9] = (P::SrcAddrL64Is1, H::LongAddr);
+    }
+    for i in 0xc0..=0xd4 {
+        t[i] = (P::AtomF6, H::Atom);
+    }
+    for i in 0xd5..=0xd7 {
+        t[i] = (P::AtomF5, H::Atom);
+    }
+    for i in 0xd8..=0xdb {
+        t[i] = (P::AtomF2, H::Atom);
+    }
+    for i in 0xdc..=0xdf {
+        t[i] = (P::AtomF4, H::Atom);
+    }
+    for i in 0xe0..=0xf4 {
+        t[i] = (P::AtomF6, H::Atom);
+    }
+    t[0xf5] = (P::AtomF5, H::Atom);
+    t[0xf6] = (P::AtomF1, H::Atom);
+    t[0xf7] = (P::AtomF1, H::Atom);
+    for i in 0xf8..=0xff {
+        t[i] = (P::AtomF3, H::Atom);
+    }
+    t
+}

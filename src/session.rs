@@ -1,0 +1,375 @@
+//! A packet decode session over one trace buffer of a snapshot: which sources
+//! write to the buffer, how each is configured, and the run that feeds the
+//! buffer through the frame demultiplexer into one packet parser per trace ID.
+//!
+//! This is the glue the CLI, the tests and the benchmarks share; it knows
+//! nothing about output formats.
+
+use std::fmt;
+
+use crate::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink};
+use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
+use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet};
+
+/// The protocol a trace source speaks, as far as this version decodes it.
+#[derive(Clone, Debug)]
+pub enum SourceKind {
+    /// ETMv4 or ETE instruction trace.
+    Etm4(Etm4Config),
+    /// A protocol recognised but not decoded yet (ETMv3, PTM, STM, ITM, ...).
+    Unsupported { protocol: String },
+}
+
+/// One trace source writing to a buffer.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The source's device name in the snapshot (`ETM_0`, `ETE_0_s1`, ...).
+    pub name: String,
+    /// Device type as the snapshot names it (`ETE`, `ETM4`, `PTM1.1`, ...).
+    pub device_type: String,
+    /// CoreSight trace ID, when the registers give one.
+    pub trace_id: Option<u8>,
+    pub kind: SourceKind,
+}
+
+impl Source {
+    /// Protocol name as trc_pkt_lister prints it (`ETE`, `ETMV4I`, `PTM`, ...).
+    pub fn protocol_name(&self) -> String {
+        match &self.kind {
+            SourceKind::Etm4(cfg) => cfg.protocol_name().to_string(),
+            SourceKind::Unsupported { protocol } => protocol.clone(),
+        }
+    }
+}
+
+/// What to decode: one buffer and its sources.
+#[derive(Clone, Debug)]
+pub struct BufferPlan {
+    pub buffer: TraceBuffer,
+    /// Sources in increasing trace ID order (those without an ID last).
+    pub sources: Vec<Source>,
+    /// Set-up problems found while planning (a source whose registers do not
+    /// configure a decoder, ...). Decoding goes on without that source.
+    pub notes: Vec<String>,
+}
+
+/// Why a session could not run.
+#[derive(Debug)]
+pub enum SessionError {
+    Input(InputError),
+    /// The buffer's `format=` is not one this version reads.
+    UnknownFormat { buffer: String, format: String },
+    /// A raw (`source_data`) buffer needs exactly one source.
+    RawBufferSources { buffer: String, count: usize },
+    /// The frame demultiplexer rejected the data; what was decoded before
+    /// `offset` has been delivered.
+    Frame { file: String, error: FrameError },
+}
+
+impl fmt::Display for SessionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SessionError::Input(e) => write!(f, "{e}"),
+            SessionError::UnknownFormat { buffer, format } => write!(
+                f,
+                "trace buffer {buffer}: format '{format}' is not supported (expected coresight, source_data or dstream_coresight)"
+            ),
+            SessionError::RawBufferSources { buffer, count } => write!(
+                f,
+                "trace buffer {buffer} holds unformatted single-source data but {count} sources write to it; expected exactly one"
+            ),
+            SessionError::Frame { file, error } => write!(f, "{file}: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for SessionError {}
+
+impl From<InputError> for SessionError {
+    fn from(e: InputError) -> Self {
+        SessionError::Input(e)
+    }
+}
+
+/// Trace ID register of a non-ETMv4 source, for notices about what is skipped.
+fn other_trace_id(dev: &Device) -> Option<u8> {
+    let base = dev.type_base().to_ascii_uppercase();
+    let v = if base.starts_with("STM") {
+        dev.reg("STMTCSR").map(|v| (v >> 16) & 0x7f)
+    } else if base.starts_with("ITM") {
+        dev.reg("ITMTCR").map(|v| (v >> 16) & 0x7f)
+    } else {
+        dev.reg("ETMTRACEIDR").map(|v| v & 0x7f)
+    };
+    v.map(|v| v as u8)
+}
+
+impl BufferPlan {
+    /// Plan the decode of `buffer`.
+    pub fn new(snap: &Snapshot, buffer: &TraceBuffer) -> Result<BufferPlan, SessionError> {
+        match buffer.format {
+            BufferFormat::CoreSight | BufferFormat::SourceData | BufferFormat::DstreamCoreSight => {}
+            BufferFormat::Unknown(ref f) => {
+                return Err(SessionError::UnknownFormat { buffer: buffer.name.clone(), format: f.clone() })
+            }
+        }
+        let mut notes = Vec::new();
+        for name in snap.source_names_for_buffer(&buffer.name) {
+            if snap.device(name).is_none() {
+                notes.push(format!("source {name} writes to {} but has no device description; skipped", buffer.name));
+            }
+        }
+        let mut sources = Vec::new();
+        for dev in snap.sources_for_buffer(&buffer.name) {
+            let base = dev.type_base().to_ascii_uppercase();
+            let core = snap.core_for_source(&dev.name).map(|c| c.type_name.clone());
+            let source = if base == "ETE" || base == "ETM4" {
+                match Etm4Config::from_registers(|r| dev.reg(r), base == "ETE", core.as_deref()) {
+                    Ok(cfg) => Source {
+                        name: dev.name.clone(),
+                        device_type: dev.type_name.clone(),
+                        trace_id: Some(cfg.trace_id()),
+                        kind: SourceKind::Etm4(cfg),
+                    },
+                    Err(e) => {
+                        notes.push(config_note(dev, &e));
+                        continue;
+                    }
+                }
+            } else {
+                let protocol = if base.starts_with("ETM3") {
+                    "ETMV3"
+                } else if base.starts_with("PTM") || base.starts_with("PFT") {
+                    "PTM"
+                } else if base.starts_with("STM") {
+                    "STM"
+                } else if base.starts_with("ITM") {
+                    "ITM"
+                } else {
+                    dev.type_name.as_str()
+                };
+                Source {
+                    name: dev.name.clone(),
+                    device_type: dev.type_name.clone(),
+                    trace_id: other_trace_id(dev),
+                    kind: SourceKind::Unsupported { protocol: protocol.to_string() },
+                }
+            };
+            sources.push(source);
+        }
+        if buffer.format.is_formatted() {
+            // Frames cannot carry ID 0 (null data) or the reserved IDs.
+            sources.retain(|s| match (s.trace_id, &s.kind) {
+                (Some(id), SourceKind::Etm4(_)) if id == 0 || id >= 0x70 => {
+                    notes.push(format!(
+                        "trace source {}: {}",
+                        s.name,
+                        ConfigError::BadTraceId(id)
+                    ));
+                    false
+                }
+                _ => true,
+            });
+        }
+        sources.sort_by_key(|s| s.trace_id.map(|i| i as u16).unwrap_or(u16::MAX));
+        if buffer.format == BufferFormat::SourceData && sources.len() != 1 {
+            return Err(SessionError::RawBufferSources { buffer: buffer.name.clone(), count: sources.len() });
+        }
+        Ok(BufferPlan { buffer: buffer.clone(), sources, notes })
+    }
+
+    /// The frame mode for this buffer, or `None` for unformatted data.
+    /// `dstream` reads a DSTREAM capture as such (trc_pkt_lister's
+    /// `-dstream_format`); without it the buffer is read as plain frames, as
+    /// trc_pkt_lister does.
+    pub fn frame_mode(&self, dstream: bool) -> Option<FrameMode> {
+        match self.buffer.format {
+            BufferFormat::SourceData => None,
+            BufferFormat::DstreamCoreSight if dstream => Some(FrameMode::Dstream),
+            // Without DSTREAM handling, trc_pkt_lister still reads such a buffer
+            // as TPIU output with frame syncs (and then trips on the footers).
+            BufferFormat::DstreamCoreSight => Some(FrameMode::Tpiu { fsync: true, hsync: false }),
+            _ => Some(FrameMode::MemAligned),
+        }
+    }
+
+    /// Open the buffer's trace file (memory-mapped).
+    pub fn open(&self) -> Result<TraceFile, SessionError> {
+        Ok(TraceFile::open_for(&self.buffer.path, &format!("trace buffer {}", self.buffer.name))?)
+    }
+}
+
+fn config_note(dev: &Device, e: &ConfigError) -> String {
+    format!("{}: trace source {} ({}): {e}; not decoded", dev.path.display(), dev.name, dev.type_name)
+}
+
+/// What the run reports to its caller, in stream order.
+pub enum Event<'a> {
+    /// A packet of an ETMv4/ETE source. `stream_id` is the ID the data arrived
+    /// under (0 for an unformatted buffer, as trc_pkt_lister prints it).
+    Etm4 { source: &'a Source, stream_id: u8, packet: &'a Packet, raw: &'a [u8] },
+    /// Data for a trace ID that is not decoded (unsupported protocol, or no
+    /// source describes it); reported once per ID.
+    Skipped { trace_id: u8, reason: String },
+    /// End of one ID's data (after its last packet).
+    EndOfTrace { source: &'a Source, stream_id: u8 },
+}
+
+/// Options of a run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Only these trace IDs (empty = all).
+    pub ids: Vec<u8>,
+    /// Read DSTREAM-framed buffers as DSTREAM.
+    pub dstream: bool,
+}
+
+/// Totals of a finished run.
+#[derive(Clone, Debug, Default)]
+pub struct RunSummary {
+    /// Bytes of the buffer handed to the decoders (trc_pkt_lister's
+    /// "processed N bytes").
+    pub bytes_processed: u64,
+    pub packets: u64,
+    /// The frame layer stopped early; packets before the error were delivered.
+    pub frame_error: Option<FrameError>,
+}
+
+enum Slot {
+    Empty,
+    Parser(Box<Etm4Parser>, usize),
+    Skip,
+}
+
+/// Decode `data` (the buffer's bytes) into packets.
+pub fn run_packets<F: FnMut(Event<'_>)>(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    mut on_event: F,
+) -> Result<RunSummary, SessionError> {
+    let wanted = |id: u8| opts.ids.is_empty() || opts.ids.contains(&id);
+    let mut summary = RunSummary::default();
+    match plan.frame_mode(opts.dstream) {
+        None => {
+            let source = &plan.sources[0];
+            let SourceKind::Etm4(cfg) = &source.kind else {
+                if let Some(id) = source.trace_id {
+                    on_event(Event::Skipped { trace_id: id, reason: skip_reason(source) });
+                }
+                summary.bytes_processed = data.len() as u64;
+                return Ok(summary);
+            };
+            // trc_pkt_lister lists raw-buffer packets under ID 0 and filters on it.
+            if !wanted(0) && !wanted(cfg.trace_id()) {
+                summary.bytes_processed = data.len() as u64;
+                return Ok(summary);
+            }
+            let mut parser = Etm4Parser::new(cfg);
+            let mut count = 0u64;
+            let mut sink = |p: &Packet, raw: &[u8]| {
+                count += 1;
+                on_event(Event::Etm4 { source, stream_id: 0, packet: p, raw });
+            };
+            parser.push(0, data, &mut sink);
+            parser.finish(&mut sink);
+            on_event(Event::EndOfTrace { source, stream_id: 0 });
+            summary.packets = count;
+            summary.bytes_processed = data.len() as u64;
+            Ok(summary)
+        }
+        Some(mode) => {
+            let mut slots: Vec<Slot> = (0..128).map(|_| Slot::Empty).collect();
+            for (i, s) in plan.sources.iter().enumerate() {
+                if let (Some(id), SourceKind::Etm4(cfg)) = (s.trace_id, &s.kind) {
+                    if wanted(id) {
+                        slots[id as usize] = Slot::Parser(Box::new(Etm4Parser::new(cfg)), i);
+                    } else {
+                        slots[id as usize] = Slot::Skip;
+                    }
+                } else if let Some(id) = s.trace_id {
+                    if !wanted(id) {
+                        slots[id as usize] = Slot::Skip;
+                    }
+                }
+            }
+            let accepted = mode.lister_accepted_len(data.len() as u64) as usize;
+            let mut demux = Deformatter::new(mode);
+            let mut count = 0u64;
+            let mut sink = DemuxSink { plan, slots: &mut slots, on_event: &mut on_event, count: &mut count };
+            let res = demux.push(0, &data[..accepted], &mut sink).and_then(|flow| match flow {
+                Flow::Continue => demux.finish(&mut sink),
+                Flow::Stop => Ok(()),
+            });
+            summary.bytes_processed = match &res {
+                Ok(()) if accepted == data.len() => accepted as u64,
+                _ => demux.stream_position(),
+            };
+            if let Err(e) = res {
+                summary.frame_error = Some(e);
+            } else if accepted != data.len() {
+                summary.frame_error = Some(FrameError::PartialFrame {
+                    index: accepted as u64,
+                    len: data.len() - accepted,
+                });
+            }
+            // End of trace for every parser, in trace ID order.
+            for (id, slot) in slots.iter_mut().enumerate() {
+                if let Slot::Parser(p, si) = slot {
+                    let source = &plan.sources[*si];
+                    let mut psink = |pk: &Packet, raw: &[u8]| {
+                        count += 1;
+                        on_event(Event::Etm4 { source, stream_id: id as u8, packet: pk, raw });
+                    };
+                    p.finish(&mut psink);
+                    on_event(Event::EndOfTrace { source, stream_id: id as u8 });
+                }
+            }
+            summary.packets = count;
+            Ok(summary)
+        }
+    }
+}
+
+fn skip_reason(s: &Source) -> String {
+    format!("{} ({}) trace is not decoded by this version", s.protocol_name(), s.device_type)
+}
+
+struct DemuxSink<'p, 's, F> {
+    plan: &'p BufferPlan,
+    slots: &'s mut Vec<Slot>,
+    on_event: &'s mut F,
+    count: &'s mut u64,
+}
+
+impl<F: FnMut(Event<'_>)> FrameSink for DemuxSink<'_, '_, F> {
+    #[inline]
+    fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow {
+        let plan = self.plan;
+        match &mut self.slots[id as usize & 0x7f] {
+            Slot::Parser(p, si) => {
+                let source = &plan.sources[*si];
+                let on_event = &mut *self.on_event;
+                let count = &mut *self.count;
+                p.push(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
+                    *count += 1;
+                    on_event(Event::Etm4 { source, stream_id: id, packet: pk, raw });
+                });
+            }
+            Slot::Skip => {}
+            slot @ Slot::Empty => {
+                // ID 0 is null data and 0x70-0x7f are reserved: never trace.
+                if bytes.is_empty() || id == 0 || id >= 0x70 {
+                    return Flow::Continue;
+                }
+                let reason = match plan.sources.iter().find(|s| s.trace_id == Some(id)) {
+                    Some(s) => skip_reason(s),
+                    None => "no trace source in the snapshot has this trace ID".to_string(),
+                };
+                *slot = Slot::Skip;
+                (self.on_event)(Event::Skipped { trace_id: id, reason });
+            }
+        }
+        Flow::Continue
+    }
+}
