@@ -269,6 +269,13 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
         if let Some(e) = io_err {
             return Err(format!("writing output: {e}"));
         }
+        if let Some(f) = &summary.fatal {
+            eprintln!("tracesight: {}: decode stopped: {f}", buffer.path.display());
+            failure = Some(f.clone());
+            if opencsd {
+                out.buf.push_str("Trace Packet Lister : Data Path fatal error\n");
+            }
+        }
         if let Some(e) = &summary.frame_error {
             eprintln!("tracesight: {}: {e}", buffer.path.display());
             failure = Some(e.to_string());

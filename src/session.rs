@@ -233,6 +233,8 @@ pub struct RunSummary {
     pub packets: u64,
     /// The frame layer stopped early; packets before the error were delivered.
     pub frame_error: Option<FrameError>,
+    /// A decoder stopped the data path (OpenCSD's "Data Path fatal error").
+    pub fatal: Option<String>,
 }
 
 enum Slot {
@@ -296,15 +298,22 @@ pub fn run_packets<F: FnMut(Event<'_>)>(
             let accepted = mode.lister_accepted_len(data.len() as u64) as usize;
             let mut demux = Deformatter::new(mode);
             let mut count = 0u64;
-            let mut sink = DemuxSink { plan, slots: &mut slots, on_event: &mut on_event, count: &mut count };
+            let mut fatal = None;
+            let mut sink =
+                DemuxSink { plan, slots: &mut slots, on_event: &mut on_event, count: &mut count, fatal: &mut fatal };
             let res = demux.push(0, &data[..accepted], &mut sink).and_then(|flow| match flow {
                 Flow::Continue => demux.finish(&mut sink),
                 Flow::Stop => Ok(()),
             });
+            let sink_fatal = fatal;
+            // DSTREAM counts footer-stripped bytes, like trc_pkt_lister.
             summary.bytes_processed = match &res {
-                Ok(()) if accepted == data.len() => accepted as u64,
+                Ok(()) if accepted == data.len() && mode != FrameMode::Dstream => accepted as u64,
                 _ => demux.stream_position(),
             };
+            if let Some(id) = sink_fatal {
+                summary.fatal = Some(format!("zero-length data block for trace ID 0x{id:x}"));
+            }
             if let Err(e) = res {
                 summary.frame_error = Some(e);
             } else if accepted != data.len() {
@@ -340,6 +349,7 @@ struct DemuxSink<'p, 's, F> {
     slots: &'s mut Vec<Slot>,
     on_event: &'s mut F,
     count: &'s mut u64,
+    fatal: &'s mut Option<u8>,
 }
 
 impl<F: FnMut(Event<'_>)> FrameSink for DemuxSink<'_, '_, F> {
@@ -347,6 +357,12 @@ impl<F: FnMut(Event<'_>)> FrameSink for DemuxSink<'_, '_, F> {
     fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow {
         let plan = self.plan;
         match &mut self.slots[id as usize & 0x7f] {
+            Slot::Parser(_, _) if bytes.is_empty() => {
+                // OpenCSD's packet processors reject an empty block as a fatal
+                // data-path error, which ends the whole decode.
+                *self.fatal = Some(id);
+                return Flow::Stop;
+            }
             Slot::Parser(p, si) => {
                 let source = &plan.sources[*si];
                 let on_event = &mut *self.on_event;
