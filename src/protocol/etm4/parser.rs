@@ -101,12 +101,15 @@ struct ParseSettings {
 /// The ETMv4/ETE packet parser for one trace ID.
 pub struct Etm4Parser {
     table: [(PacketType, Handler); 256],
+    fast: [Fast; 256],
     set: ParseSettings,
     state: State,
     handler: Handler,
     buf: Vec<u8>,
     pkt: Packet,
+    /// Address history as a ring: `stack[stack_head]` is the most recent.
     stack: [Address; 3],
+    stack_head: usize,
     scratch: Scratch,
     is_sync: bool,
     first_trace_info: bool,
@@ -129,14 +132,17 @@ impl Etm4Parser {
             max_spec: cfg.max_spec_depth(),
             m_profile: cfg.profile == CoreProfile::Microcontroller,
         };
+        let table = build_table(cfg);
         let mut p = Etm4Parser {
-            table: build_table(cfg),
+            fast: build_fast_table(&table),
+            table,
             set,
             state: State::Header,
             handler: Handler::NotSync,
             buf: Vec::with_capacity(64),
             pkt: Packet::start_state(),
             stack: [reset_address(); 3],
+            stack_head: 0,
             scratch: Scratch::default(),
             is_sync: false,
             first_trace_info: false,
@@ -184,13 +190,14 @@ impl Etm4Parser {
         while pos < data.len() || self.state == State::SendPacket {
             match self.state {
                 State::Header => {
-                    if self.is_sync && self.buf.is_empty() {
-                        // Fast path: the whole packet is in `data`.
-                        if let Some(n) = self.fast_packet(index + pos as u64, &data[pos..], sink) {
-                            pos += n;
-                            continue;
+                    if self.is_sync {
+                        // Fast path: whole common packets straight from `data`.
+                        pos = self.fast_run(index, data, pos, sink);
+                        if pos >= data.len() {
+                            break;
                         }
                     }
+                    self.clear_packet_fields();
                     self.packet_index = self.block_index + pos as u64;
                     if self.is_sync {
                         let (t, h) = self.table[data[pos] as usize];
@@ -455,6 +462,7 @@ impl Etm4Parser {
         self.pkt.ts_valid = false;
         self.pkt.trace_info = Default::default();
         self.stack = [reset_address(); 3];
+        self.stack_head = 0;
         self.pkt.addr = self.stack[0];
     }
 
@@ -957,30 +965,9 @@ impl Etm4Parser {
     }
 
     fn atom(&mut self, b: u8) {
-        match self.pkt.ptype {
-            PacketType::AtomF1 => self.set_atoms((b & 1) as u32, 1),
-            PacketType::AtomF2 => self.set_atoms((b & 3) as u32, 2),
-            PacketType::AtomF3 => self.set_atoms((b & 7) as u32, 3),
-            PacketType::AtomF4 => {
-                const F4: [u32; 4] = [0xe, 0x0, 0xa, 0x5];
-                self.set_atoms(F4[(b & 3) as usize], 4)
-            }
-            PacketType::AtomF5 => match ((b & 0x20) >> 3) | (b & 0x3) {
-                5 => self.set_atoms(0x1e, 5),
-                1 => self.set_atoms(0x00, 5),
-                2 => self.set_atoms(0x0a, 5),
-                3 => self.set_atoms(0x15, 5),
-                _ => {}
-            },
-            PacketType::AtomF6 => {
-                let e_count = (b & 0x1f) as u32 + 3;
-                let mut pattern = (1u32 << e_count) - 1;
-                if b & 0x20 == 0 {
-                    pattern |= 1 << e_count;
-                }
-                self.set_atoms(pattern, e_count as u8 + 1);
-            }
-            _ => {}
+        let (bits, count) = atom_pattern(self.pkt.ptype, b);
+        if count > 0 {
+            self.set_atoms(bits, count);
         }
     }
 
@@ -990,9 +977,8 @@ impl Etm4Parser {
     }
 
     fn push_addr(&mut self) {
-        self.stack[2] = self.stack[1];
-        self.stack[1] = self.stack[0];
-        self.stack[0] = self.pkt.addr;
+        self.stack_head = if self.stack_head == 0 { 2 } else { self.stack_head - 1 };
+        self.stack[self.stack_head] = self.pkt.addr;
     }
 
     fn set_address_64(&mut self, v: u64, is: u8) {
@@ -1032,73 +1018,146 @@ impl Etm4Parser {
     fn set_exact_match(&mut self, idx: u8) {
         self.pkt.exact_match_idx = idx;
         if (idx as usize) < 3 {
-            self.pkt.addr = self.stack[idx as usize];
+            let i = (self.stack_head + idx as usize) % 3;
+            self.pkt.addr = self.stack[i];
         }
         self.push_addr();
     }
 
-    /// Parse one complete packet from `data` without touching the byte-wise
-    /// machine. Returns the bytes consumed, or `None` when the packet is not a
-    /// simple one or is not entirely inside `data` (the slow path then takes it).
-    #[inline]
-    fn fast_packet<F: FnMut(&Packet, &[u8])>(&mut self, index: u64, data: &[u8], sink: &mut F) -> Option<usize> {
-        let b = data[0];
-        let (t, h) = self.table[b as usize];
-        let n = match h {
-            Handler::Atom => {
-                self.pkt.ptype = t;
-                self.atom(b);
-                1
-            }
-            Handler::ShortAddr => {
-                let n = if data.len() >= 2 && data[1] & 0x80 == 0 {
-                    2
-                } else if data.len() >= 3 {
-                    3
-                } else {
-                    return None;
-                };
-                self.pkt.ptype = t;
-                let is = matches!(t, PacketType::AddrShortIs1 | PacketType::SrcAddrShortIs1) as u8;
-                let (v, bits, _) = short_addr(&data[1..n], is);
-                self.update_short_address(v, is, bits);
-                n
-            }
-            Handler::LongAddr => {
-                use PacketType::*;
-                let is = matches!(t, AddrL32Is1 | SrcAddrL32Is1 | AddrL64Is1 | SrcAddrL64Is1) as u8;
-                let is64 = matches!(t, AddrL64Is0 | AddrL64Is1 | SrcAddrL64Is0 | SrcAddrL64Is1);
-                let n = if is64 { 9 } else { 5 };
-                if data.len() < n {
-                    return None;
-                }
-                self.pkt.ptype = t;
-                if is64 {
-                    let v = long_addr_64(&data[1..9], is);
-                    self.set_address_64(v, is);
-                } else {
-                    let v = long_addr_32(&data[1..5], is);
-                    self.set_address_32(v, is);
-                }
-                n
-            }
-            Handler::NoPayload => {
-                self.pkt.ptype = t;
-                self.no_payload(b);
-                1
-            }
-            _ => return None,
-        };
-        self.pkt.index = index;
-        sink(&self.pkt, &data[..n]);
+    /// Per-packet fields a packet only sets when it carries them; cleared
+    /// before every packet the byte-wise machine assembles.
+    fn clear_packet_fields(&mut self) {
         self.pkt.atom_count = 0;
-        self.pkt.err_type = PacketType::NoErrType;
+        self.pkt.cc_valid = false;
+        self.pkt.commit_valid = false;
         self.pkt.context.updated = false;
         self.pkt.context.updated_cid = false;
         self.pkt.context.updated_vmid = false;
+        self.pkt.err_type = PacketType::NoErrType;
         self.pkt.trace_info.initial = false;
+    }
+
+    /// Parse whole packets of the common kinds (atoms, addresses, one-byte
+    /// packets) straight from `data[pos..]`, as long as each lies entirely in
+    /// `data`. Returns where it stopped: the end of `data`, or a packet the
+    /// byte-wise machine must take.
+    #[inline]
+    fn fast_run<F: FnMut(&Packet, &[u8])>(&mut self, index: u64, data: &[u8], mut pos: usize, sink: &mut F) -> usize {
+        while pos < data.len() {
+            let b = data[pos];
+            let fast = self.fast[b as usize];
+            let ptype = self.table[b as usize].0;
+            let n = match fast {
+                Fast::Atom(bits, count) => {
+                    self.pkt.atom_bits = bits;
+                    self.pkt.atom_count = count;
+                    1
+                }
+                Fast::ShortAddr(is) => {
+                    let n = match data.get(pos + 1) {
+                        Some(&b1) if b1 & 0x80 == 0 => 2,
+                        Some(_) if pos + 2 < data.len() => 3,
+                        _ => break,
+                    };
+                    let (v, bits, _) = short_addr(&data[pos + 1..pos + n], is);
+                    self.update_short_address(v, is, bits);
+                    n
+                }
+                Fast::Long32(is) => {
+                    if pos + 5 > data.len() {
+                        break;
+                    }
+                    let v = long_addr_32(&data[pos + 1..pos + 5], is);
+                    self.set_address_32(v, is);
+                    5
+                }
+                Fast::Long64(is) => {
+                    if pos + 9 > data.len() {
+                        break;
+                    }
+                    let v = long_addr_64(&data[pos + 1..pos + 9], is);
+                    self.set_address_64(v, is);
+                    9
+                }
+                Fast::NoPayload => {
+                    self.pkt.ptype = ptype;
+                    self.no_payload(b);
+                    1
+                }
+                Fast::Slow => break,
+            };
+            self.pkt.ptype = ptype;
+            self.pkt.index = index + pos as u64;
+            sink(&self.pkt, &data[pos..pos + n]);
+            pos += n;
+        }
         self.state = State::Header;
-        Some(n)
+        pos
+    }
+}
+
+/// How the fast path handles a header byte.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Fast {
+    Slow,
+    /// Atom packet with its pattern and count precomputed.
+    Atom(u32, u8),
+    ShortAddr(u8),
+    Long32(u8),
+    Long64(u8),
+    NoPayload,
+}
+
+/// The fast-path table for a header table: atoms are decoded once here.
+fn build_fast_table(table: &[(PacketType, Handler); 256]) -> [Fast; 256] {
+    use PacketType as P;
+    let mut f = [Fast::Slow; 256];
+    for (b, &(t, h)) in table.iter().enumerate() {
+        f[b] = match h {
+            Handler::Atom => {
+                let (bits, count) = atom_pattern(t, b as u8);
+                Fast::Atom(bits, count)
+            }
+            Handler::ShortAddr => Fast::ShortAddr(matches!(t, P::AddrShortIs1 | P::SrcAddrShortIs1) as u8),
+            Handler::LongAddr => {
+                let is = matches!(t, P::AddrL32Is1 | P::SrcAddrL32Is1 | P::AddrL64Is1 | P::SrcAddrL64Is1) as u8;
+                if matches!(t, P::AddrL64Is0 | P::AddrL64Is1 | P::SrcAddrL64Is0 | P::SrcAddrL64Is1) {
+                    Fast::Long64(is)
+                } else {
+                    Fast::Long32(is)
+                }
+            }
+            Handler::NoPayload => Fast::NoPayload,
+            _ => Fast::Slow,
+        };
+    }
+    f
+}
+
+/// Atom pattern (bit 0 = oldest, 1 = E) and count of an atom header
+/// (IHI 0064 6.4.20-6.4.25).
+fn atom_pattern(t: PacketType, b: u8) -> (u32, u8) {
+    match t {
+        PacketType::AtomF1 => ((b & 1) as u32, 1),
+        PacketType::AtomF2 => ((b & 3) as u32, 2),
+        PacketType::AtomF3 => ((b & 7) as u32, 3),
+        PacketType::AtomF4 => ([0xe, 0x0, 0xa, 0x5][(b & 3) as usize], 4),
+        PacketType::AtomF5 => match ((b & 0x20) >> 3) | (b & 0x3) {
+            5 => (0x1e, 5),
+            1 => (0x00, 5),
+            2 => (0x0a, 5),
+            3 => (0x15, 5),
+            _ => (0, 0),
+        },
+        PacketType::AtomF6 => {
+            let e_count = (b & 0x1f) as u32 + 3;
+            let mut pattern = (1u32 << e_count) - 1;
+            if b & 0x20 == 0 {
+                pattern |= 1 << e_count;
+            }
+            (pattern, e_count as u8 + 1)
+        }
+        _ => (0, 0),
     }
 }
 
