@@ -111,10 +111,11 @@ fn demo_path() -> PathBuf {
     let beside_exe = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|p| p.join("../../assets/demo/snapshot")));
-    match beside_exe {
+    let p = match beside_exe {
         Some(p) if p.is_dir() => p,
         _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/snapshot"),
-    }
+    };
+    p.canonicalize().unwrap_or(p)
 }
 
 /// Output sink: standard output, or a temporary file renamed into place at
@@ -156,10 +157,14 @@ impl Output {
     }
 
     /// Finish the output. A failed run still keeps what it decoded: the file
-    /// is renamed into place either way.
+    /// is renamed into place either way. A reader that went away (a closed
+    /// pipe, as with `| head`) is not an error.
     fn close(mut self) -> Result<(), String> {
         let name = self.tmp.as_ref().map(|(_, p)| p.display().to_string()).unwrap_or_else(|| "stdout".into());
-        self.flush_buf().and_then(|_| self.out.flush()).map_err(|e| format!("{name}: {e}"))?;
+        match self.flush_buf().and_then(|_| self.out.flush()) {
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
+            r => r.map_err(|e| format!("{name}: {e}"))?,
+        }
         drop(self.out);
         if let Some((tmp, dest)) = self.tmp {
             fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
@@ -267,6 +272,9 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
         })
         .map_err(|e| e.to_string())?;
         if let Some(e) = io_err {
+            if e.kind() == io::ErrorKind::BrokenPipe {
+                return Ok(ExitCode::SUCCESS);
+            }
             return Err(format!("writing output: {e}"));
         }
         if let Some(f) = &summary.fatal {

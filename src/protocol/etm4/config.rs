@@ -263,7 +263,15 @@ impl Etm4Config {
     pub fn describe(&self) -> Vec<(&'static str, String)> {
         let yn = |b: bool| if b { "yes".to_string() } else { "no".to_string() };
         vec![
-            ("protocol", format!("{} {}.{}", if self.is_ete() { "ETE" } else { "ETMv4" }, self.major_version(), self.minor_version())),
+            (
+                "protocol",
+                if self.is_ete() {
+                    // TRCDEVARCH.ARCHVER 5 is ETE; its REVISION is the ETE minor version.
+                    format!("ETE 1.{}", self.minor_version())
+                } else {
+                    format!("ETMv{}.{}", self.major_version(), self.minor_version())
+                },
+            ),
             ("trace ID", format!("0x{:02x}", self.trace_id())),
             ("core profile", format!("{:?}", self.profile)),
             ("instruction address size", if self.ia_64bit() { "64-bit".into() } else { "32-bit".into() }),
