@@ -6,6 +6,7 @@
 //! parsers under [`protocol`]. [`session`] wires the three together for one
 //! trace buffer.
 
+pub mod element;
 pub mod frame;
 pub mod input;
 pub mod protocol;

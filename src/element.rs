@@ -1,0 +1,442 @@
+//! The decoded trace element model: what the core did, as a sequence of
+//! elements (instruction ranges, exceptions, context changes, time, gaps).
+//!
+//! It covers everything OpenCSD's generic elements carry
+//! (`../shared/spec/opencsd-generic-elements.txt`), so the `opencsd` text form
+//! can be printed from it exactly, and adds what tracesight shows beyond that.
+
+use std::fmt::Write;
+
+/// Instruction set of a range or context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Isa {
+    A32,
+    T32,
+    #[default]
+    A64,
+    ThumbEE,
+    Jazelle,
+    Custom,
+    Unknown,
+}
+
+impl Isa {
+    /// The short name OpenCSD prints (`A64`, `T32`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::A32 => "A32",
+            Isa::T32 => "T32",
+            Isa::A64 => "A64",
+            Isa::ThumbEE => "TEE",
+            Isa::Jazelle => "Jaz",
+            Isa::Custom => "Cst",
+            Isa::Unknown => "Unk",
+        }
+    }
+}
+
+/// The kind of the last instruction of a range: what ended it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum InstrType {
+    #[default]
+    Other,
+    Branch,
+    IndirectBranch,
+    Isb,
+    DsbDmb,
+    WfiWfe,
+    Tstart,
+}
+
+/// Refinement of [`InstrType`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum InstrSubtype {
+    #[default]
+    None,
+    /// Branch with link (a call).
+    BranchLink,
+    /// A64 RET (and its pointer-authenticated forms).
+    Return,
+    /// A64 ERET.
+    ExceptionReturn,
+    /// A32/T32 instruction that is a return by convention (BX LR, POP {..,PC}).
+    ImpliedReturn,
+}
+
+/// Security state of a context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Security {
+    #[default]
+    Secure,
+    NonSecure,
+    Root,
+    Realm,
+}
+
+/// Processing-element context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct PeContext {
+    pub security: Security,
+    pub el: u8,
+    pub el_valid: bool,
+    pub aarch64: bool,
+    pub vmid: Option<u32>,
+    pub context_id: Option<u32>,
+}
+
+/// Why a trace stream is not synchronised (or ended).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum UnsyncReason {
+    #[default]
+    Undefined,
+    InitDecoder,
+    ResetDecoder,
+    Overflow,
+    Discard,
+    BadPacket,
+    BadImage,
+    EndOfTrace,
+}
+
+impl UnsyncReason {
+    pub fn text(self) -> &'static str {
+        match self {
+            UnsyncReason::Undefined => "undefined",
+            UnsyncReason::InitDecoder => "init-decoder",
+            UnsyncReason::ResetDecoder => "reset-decoder",
+            UnsyncReason::Overflow => "overflow",
+            UnsyncReason::Discard => "discard",
+            UnsyncReason::BadPacket => "bad-packet",
+            UnsyncReason::BadImage => "bad-program-image",
+            UnsyncReason::EndOfTrace => "end-of-trace",
+        }
+    }
+}
+
+/// Why trace (re)started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum TraceOnReason {
+    #[default]
+    Normal,
+    Overflow,
+    DebugRestart,
+}
+
+/// Transactional memory events (FEAT_TME).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemTrans {
+    /// Trace started inside a transaction.
+    TraceInit,
+    Start,
+    Commit,
+    Fail,
+}
+
+/// The memory space an address belongs to (OpenCSD's `ocsd_mem_space_acc`
+/// bit values, which appear in its output).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct MemSpace(pub u8);
+
+impl MemSpace {
+    pub const NONE: MemSpace = MemSpace(0);
+    pub const EL1S: MemSpace = MemSpace(0x01);
+    pub const EL1N: MemSpace = MemSpace(0x02);
+    pub const EL2: MemSpace = MemSpace(0x04);
+    pub const EL3: MemSpace = MemSpace(0x08);
+    pub const EL2S: MemSpace = MemSpace(0x10);
+    pub const EL1R: MemSpace = MemSpace(0x20);
+    pub const EL2R: MemSpace = MemSpace(0x40);
+    pub const ROOT: MemSpace = MemSpace(0x80);
+    /// Any secure space.
+    pub const S: MemSpace = MemSpace(0x19);
+    /// Any non-secure space.
+    pub const N: MemSpace = MemSpace(0x06);
+    /// Any realm space.
+    pub const R: MemSpace = MemSpace(0x60);
+    pub const ANY: MemSpace = MemSpace(0xff);
+
+    /// Name as OpenCSD prints it.
+    pub fn name(self) -> &'static str {
+        match self.0 {
+            0x00 => "None",
+            0x01 => "EL1S",
+            0x02 => "EL1N",
+            0x04 => "EL2",
+            0x08 => "EL3",
+            0x10 => "EL2S",
+            0x20 => "EL1R",
+            0x40 => "EL2R",
+            0x80 => "Root",
+            0x19 => "Any S",
+            0x06 => "Any NS",
+            0x60 => "Any R",
+            0xff => "Any",
+            _ => "Unknown",
+        }
+    }
+
+    /// True when an image registered for `self` serves a read in `other`.
+    pub fn overlaps(self, other: MemSpace) -> bool {
+        self.0 & other.0 != 0
+    }
+}
+
+/// What an element says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ElementKind {
+    /// Not synchronised to the stream (start, after an error or overflow).
+    NoSync(UnsyncReason),
+    /// Tracing started or resumed.
+    TraceOn(TraceOnReason),
+    /// Context of the core changed (or is first known).
+    PeContext(PeContext),
+    /// A range of executed instructions `[start, end)`, the last of which is
+    /// described by `last`.
+    InstrRange {
+        start: u64,
+        end: u64,
+        count: u32,
+        last_type: InstrType,
+        last_subtype: InstrSubtype,
+        last_size: u8,
+        /// The last instruction executed (E atom) or not (N atom).
+        executed: bool,
+        conditional: bool,
+    },
+    /// Instructions executed with no path information (ETE Q elements).
+    RangeNoPath { start: u64, next: u64, count: u32 },
+    /// No program image at this address: decode cannot follow the code.
+    AddrNotAccessible { addr: u64, space: MemSpace },
+    /// An exception; `ret_addr` is the preferred return address.
+    Exception { number: u32, ret_addr: Option<u64>, ret_addr_is_branch_target: bool, m_tail_chain: bool },
+    ExceptionReturn,
+    Timestamp { value: u64 },
+    CycleCount,
+    Event { number: u16 },
+    TimestampMarker { value: u32 },
+    MemTrans(MemTrans),
+    Instrumentation { el: u8, value: u64 },
+    EndOfTrace(UnsyncReason),
+}
+
+/// One decoded element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Element {
+    /// Offset in the trace buffer of the packet that produced the element.
+    pub index: u64,
+    /// CoreSight trace ID of the source.
+    pub trace_id: u8,
+    pub kind: ElementKind,
+    /// Instruction set of ranges and contexts.
+    pub isa: Isa,
+    /// Cycle count carried by the element, when it has one.
+    pub cycle_count: Option<u32>,
+}
+
+impl InstrType {
+    fn opencsd(self) -> &'static str {
+        match self {
+            InstrType::Other => "--- ",
+            InstrType::Branch => "BR  ",
+            InstrType::IndirectBranch => "iBR ",
+            InstrType::Isb => "ISB ",
+            InstrType::DsbDmb => "DSB.DMB",
+            InstrType::WfiWfe => "WFI.WFE",
+            InstrType::Tstart => "TSTART",
+        }
+    }
+}
+
+impl InstrSubtype {
+    fn opencsd(self) -> &'static str {
+        match self {
+            InstrSubtype::None => "",
+            InstrSubtype::BranchLink => "b+link ",
+            InstrSubtype::Return => "A64:ret ",
+            InstrSubtype::ExceptionReturn => "A64:eret ",
+            InstrSubtype::ImpliedReturn => "V7:impl ret",
+        }
+    }
+}
+
+/// Append the trc_pkt_lister line for `e` (with a newline).
+pub fn write_opencsd_line(out: &mut String, e: &Element) {
+    let _ = write!(out, "Idx:{}; ID:{:x}; ", e.index, e.trace_id);
+    write_opencsd_element(out, e);
+    out.push('\n');
+}
+
+/// `OCSD_GEN_TRC_ELEM_<TYPE>(<payload>)`, as OpenCSD's `OcsdTraceElement::toString`.
+pub fn write_opencsd_element(out: &mut String, e: &Element) {
+    use ElementKind as K;
+    let name = match e.kind {
+        K::NoSync(_) => "NO_SYNC",
+        K::TraceOn(_) => "TRACE_ON",
+        K::PeContext(_) => "PE_CONTEXT",
+        K::InstrRange { .. } => "INSTR_RANGE",
+        K::RangeNoPath { .. } => "I_RANGE_NOPATH",
+        K::AddrNotAccessible { .. } => "ADDR_NACC",
+        K::Exception { .. } => "EXCEPTION",
+        K::ExceptionReturn => "EXCEPTION_RET",
+        K::Timestamp { .. } => "TIMESTAMP",
+        K::CycleCount => "CYCLE_COUNT",
+        K::Event { .. } => "EVENT",
+        K::TimestampMarker { .. } => "SYNC_MARKER",
+        K::MemTrans(_) => "MEMTRANS",
+        K::Instrumentation { .. } => "INSTRUMENTATION",
+        K::EndOfTrace(_) => "EO_TRACE",
+    };
+    out.push_str("OCSD_GEN_TRC_ELEM_");
+    out.push_str(name);
+    out.push('(');
+    match e.kind {
+        K::NoSync(r) | K::EndOfTrace(r) => {
+            let _ = write!(out, " [{}]", r.text());
+        }
+        K::TraceOn(r) => out.push_str(match r {
+            TraceOnReason::Normal => " [begin or filter]",
+            TraceOnReason::Overflow => " [overflow]",
+            TraceOnReason::DebugRestart => " [debug restart]",
+        }),
+        K::PeContext(c) => {
+            let _ = write!(out, "(ISA={}) ", e.isa.name());
+            if c.el_valid {
+                let _ = write!(out, "EL{}", c.el);
+            }
+            out.push_str(match c.security {
+                Security::Secure => "S; ",
+                Security::NonSecure => "N; ",
+                Security::Root => "Root; ",
+                Security::Realm => "Realm; ",
+            });
+            out.push_str(if c.aarch64 { "64-bit; " } else { "32-bit; " });
+            if let Some(v) = c.vmid {
+                let _ = write!(out, "VMID=0x{v:x}; ");
+            }
+            if let Some(c) = c.context_id {
+                let _ = write!(out, "CTXTID=0x{c:x}; ");
+            }
+        }
+        K::InstrRange { start, end, count, last_type, last_subtype, last_size, executed, conditional } => {
+            let _ = write!(
+                out,
+                "exec range=0x{start:x}:[0x{end:x}] num_i({count}) last_sz({last_size}) (ISA={}) {} {}{}",
+                e.isa.name(),
+                if executed { "E" } else { "N" },
+                last_type.opencsd(),
+                last_subtype.opencsd()
+            );
+            if conditional {
+                out.push_str(" <cond>");
+            }
+        }
+        K::RangeNoPath { start, next, count } => {
+            let _ = write!(out, "first 0x{start:x}:[next 0x{next:x}] num_i({count}) ");
+        }
+        K::AddrNotAccessible { addr, space } => {
+            let _ = write!(out, " 0x{addr:x}; Memspace [0x{:x}:{}] ", space.0, space.name());
+        }
+        K::Exception { number, ret_addr, ret_addr_is_branch_target, m_tail_chain } => {
+            if let Some(a) = ret_addr {
+                let _ = write!(out, "pref ret addr:0x{a:x}");
+                if ret_addr_is_branch_target {
+                    out.push_str(" [addr also prev br tgt]");
+                }
+                out.push_str("; ");
+            } else if m_tail_chain {
+                out.push_str("M tail chain; ");
+            }
+            let _ = write!(out, "excep num (0x{number:02x}) ");
+        }
+        K::ExceptionReturn | K::CycleCount => {}
+        K::Timestamp { value } => {
+            let _ = write!(out, " [ TS=0x{value:012x}]; ");
+        }
+        K::Event { number } => {
+            let _ = write!(out, " Numbered:{number}; ");
+        }
+        K::TimestampMarker { value } => {
+            let _ = write!(out, " [Timestamp marker(0x{value:08x})]");
+        }
+        K::MemTrans(t) => out.push_str(match t {
+            MemTrans::TraceInit => "Init",
+            MemTrans::Start => "Start",
+            MemTrans::Commit => "Commit",
+            MemTrans::Fail => "Fail",
+        }),
+        K::Instrumentation { el, value } => {
+            let _ = write!(out, "EL{el}; 0x{value:016x}");
+        }
+    }
+    if let Some(cc) = e.cycle_count {
+        let _ = write!(out, " [CC={cc}]; ");
+    }
+    out.push(')');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(kind: ElementKind, isa: Isa, cc: Option<u32>) -> String {
+        let mut s = String::new();
+        write_opencsd_line(&mut s, &Element { index: 27, trace_id: 2, kind, isa, cycle_count: cc });
+        s
+    }
+
+    #[test]
+    fn opencsd_text_of_each_kind() {
+        // Lines as trc_pkt_lister 1.8.0 prints them in the reference goldens.
+        let r = ElementKind::InstrRange {
+            start: 0x3c1d4,
+            end: 0x3c1dc,
+            count: 2,
+            last_type: InstrType::IndirectBranch,
+            last_subtype: InstrSubtype::ExceptionReturn,
+            last_size: 4,
+            executed: true,
+            conditional: false,
+        };
+        assert_eq!(
+            line(r, Isa::A64, None),
+            "Idx:27; ID:2; OCSD_GEN_TRC_ELEM_INSTR_RANGE(exec range=0x3c1d4:[0x3c1dc] num_i(2) last_sz(4) (ISA=A64) E iBR A64:eret )\n"
+        );
+        let r = ElementKind::InstrRange {
+            start: 0x1a9548,
+            end: 0x1a9568,
+            count: 8,
+            last_type: InstrType::IndirectBranch,
+            last_subtype: InstrSubtype::ImpliedReturn,
+            last_size: 4,
+            executed: true,
+            conditional: true,
+        };
+        assert!(line(r, Isa::A32, None).ends_with("(ISA=A32) E iBR V7:impl ret <cond>)\n"));
+        let c = PeContext {
+            security: Security::NonSecure,
+            el: 1,
+            el_valid: true,
+            aarch64: true,
+            vmid: Some(0),
+            context_id: Some(0),
+        };
+        assert!(line(ElementKind::PeContext(c), Isa::A64, None)
+            .ends_with("PE_CONTEXT((ISA=A64) EL1N; 64-bit; VMID=0x0; CTXTID=0x0; )\n"));
+        assert!(line(ElementKind::CycleCount, Isa::A64, Some(0)).ends_with("CYCLE_COUNT( [CC=0]; )\n"));
+        assert!(line(ElementKind::Timestamp { value: 0x2f150c0 }, Isa::A64, None)
+            .ends_with("TIMESTAMP( [ TS=0x000002f150c0]; )\n"));
+        let x = ElementKind::Exception { number: 0xc, ret_addr: Some(0x7f87372bdc), ret_addr_is_branch_target: true, m_tail_chain: false };
+        assert!(line(x, Isa::A64, None)
+            .ends_with("EXCEPTION(pref ret addr:0x7f87372bdc [addr also prev br tgt]; excep num (0x0c) )\n"));
+        assert!(line(ElementKind::AddrNotAccessible { addr: 0x2ebc, space: MemSpace::EL3 }, Isa::A64, None)
+            .ends_with("ADDR_NACC( 0x2ebc; Memspace [0x8:EL3] )\n"));
+        assert!(line(ElementKind::NoSync(UnsyncReason::InitDecoder), Isa::A64, None)
+            .ends_with("NO_SYNC( [init-decoder])\n"));
+        assert!(line(ElementKind::Instrumentation { el: 1, value: 0xfffff }, Isa::A64, None)
+            .ends_with("INSTRUMENTATION(EL1; 0x00000000000fffff)\n"));
+        assert!(line(ElementKind::TimestampMarker { value: 0 }, Isa::A64, None)
+            .ends_with("SYNC_MARKER( [Timestamp marker(0x00000000)])\n"));
+        assert!(line(ElementKind::RangeNoPath { start: 0x6951c, next: 0x63830, count: 4 }, Isa::A64, None)
+            .ends_with("I_RANGE_NOPATH(first 0x6951c:[next 0x63830] num_i(4) )\n"));
+    }
+}
