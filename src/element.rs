@@ -374,6 +374,119 @@ pub fn write_opencsd_element(out: &mut String, e: &Element) {
     out.push(')');
 }
 
+/// Append `text` as a JSON string literal.
+pub fn write_json_string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// One JSON object (no newline) with the element's typed fields.
+pub fn write_json(out: &mut String, e: &Element) {
+    use ElementKind as K;
+    let _ = write!(out, "{{\"index\":{},\"id\":{},\"type\":", e.index, e.trace_id);
+    let kind = match e.kind {
+        K::NoSync(_) => "no_sync",
+        K::TraceOn(_) => "trace_on",
+        K::PeContext(_) => "pe_context",
+        K::InstrRange { .. } => "instr_range",
+        K::RangeNoPath { .. } => "range_no_path",
+        K::AddrNotAccessible { .. } => "addr_not_accessible",
+        K::Exception { .. } => "exception",
+        K::ExceptionReturn => "exception_return",
+        K::Timestamp { .. } => "timestamp",
+        K::CycleCount => "cycle_count",
+        K::Event { .. } => "event",
+        K::TimestampMarker { .. } => "timestamp_marker",
+        K::MemTrans(_) => "memtrans",
+        K::Instrumentation { .. } => "instrumentation",
+        K::EndOfTrace(_) => "end_of_trace",
+    };
+    let _ = write!(out, "\"{kind}\"");
+    match e.kind {
+        K::NoSync(r) | K::EndOfTrace(r) => {
+            let _ = write!(out, ",\"reason\":\"{}\"", r.text());
+        }
+        K::TraceOn(r) => {
+            let r = match r {
+                TraceOnReason::Normal => "begin_or_filter",
+                TraceOnReason::Overflow => "overflow",
+                TraceOnReason::DebugRestart => "debug_restart",
+            };
+            let _ = write!(out, ",\"reason\":\"{r}\"");
+        }
+        K::PeContext(c) => {
+            let sec = match c.security {
+                Security::Secure => "secure",
+                Security::NonSecure => "non_secure",
+                Security::Root => "root",
+                Security::Realm => "realm",
+            };
+            let _ = write!(out, ",\"isa\":\"{}\",\"security\":\"{sec}\",\"aarch64\":{}", e.isa.name(), c.aarch64);
+            if c.el_valid {
+                let _ = write!(out, ",\"el\":{}", c.el);
+            }
+            if let Some(v) = c.vmid {
+                let _ = write!(out, ",\"vmid\":{v}");
+            }
+            if let Some(v) = c.context_id {
+                let _ = write!(out, ",\"context_id\":{v}");
+            }
+        }
+        K::InstrRange { start, end, count, last_type, last_subtype, last_size, executed, conditional } => {
+            let _ = write!(
+                out,
+                ",\"isa\":\"{}\",\"start\":{start},\"end\":{end},\"count\":{count},\"last_type\":\"{:?}\",\"last_subtype\":\"{:?}\",\"last_size\":{last_size},\"executed\":{executed},\"conditional\":{conditional}",
+                e.isa.name(),
+                last_type,
+                last_subtype
+            );
+        }
+        K::RangeNoPath { start, next, count } => {
+            let _ = write!(out, ",\"start\":{start},\"next\":{next},\"count\":{count}");
+        }
+        K::AddrNotAccessible { addr, space } => {
+            let _ = write!(out, ",\"addr\":{addr},\"mem_space\":\"{}\"", space.name());
+        }
+        K::Exception { number, ret_addr, ret_addr_is_branch_target, .. } => {
+            let _ = write!(out, ",\"number\":{number}");
+            if let Some(a) = ret_addr {
+                let _ = write!(out, ",\"ret_addr\":{a},\"ret_addr_is_branch_target\":{ret_addr_is_branch_target}");
+            }
+        }
+        K::Timestamp { value } => {
+            let _ = write!(out, ",\"timestamp\":{value}");
+        }
+        K::Event { number } => {
+            let _ = write!(out, ",\"number\":{number}");
+        }
+        K::TimestampMarker { value } => {
+            let _ = write!(out, ",\"value\":{value}");
+        }
+        K::MemTrans(t) => {
+            let _ = write!(out, ",\"transaction\":\"{t:?}\"");
+        }
+        K::Instrumentation { el, value } => {
+            let _ = write!(out, ",\"el\":{el},\"value\":{value}");
+        }
+        K::ExceptionReturn | K::CycleCount => {}
+    }
+    if let Some(cc) = e.cycle_count {
+        let _ = write!(out, ",\"cycle_count\":{cc}");
+    }
+    out.push('}');
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

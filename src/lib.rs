@@ -8,6 +8,7 @@
 
 pub mod element;
 pub mod frame;
+pub mod image;
 pub mod input;
 pub mod protocol;
 pub mod session;

@@ -7,9 +7,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use tracesight::element;
 use tracesight::input::Snapshot;
+use tracesight::protocol::etm4::decoder::DecoderOptions;
 use tracesight::protocol::etm4::display;
-use tracesight::session::{run_packets, BufferPlan, Event, RunOptions, SourceKind};
+use tracesight::session::{run, BufferPlan, Event, RunOptions, SourceKind};
 
 #[derive(Parser)]
 #[command(name = "tracesight", version, about = "Decode and browse Arm CoreSight trace (ETE, ETMv4)")]
@@ -36,9 +38,23 @@ enum Command {
 struct DecodeArgs {
     /// OpenCSD snapshot directory.
     path: PathBuf,
-    /// List packets (the only decode level in this version).
-    #[arg(long)]
+    /// List packets only (no instruction-level decode).
+    #[arg(long, conflicts_with = "elements_only")]
     packets: bool,
+    /// List decoded elements only (no packets).
+    #[arg(long)]
+    elements_only: bool,
+    /// ETE: split source-address ranges on N atoms (trc_pkt_lister's -src_addr_n).
+    #[arg(long)]
+    src_addr_n: bool,
+    /// Treat A64 opcodes whose top 16 bits are zero as invalid
+    /// (trc_pkt_lister's -aa64_opcode_chk; also OPENCSD_ERR_ON_AA64_BAD_OPCODE=1).
+    #[arg(long)]
+    aa64_opcode_check: bool,
+    /// Stop decoding an instruction range after this many instructions and
+    /// report an error (also OPENCSD_INSTR_RANGE_LIMIT); 0 = no limit.
+    #[arg(long, default_value_t = 0)]
+    instr_range_limit: u32,
     /// Only this trace ID, in hex (repeatable). For an unformatted buffer the
     /// packets are listed under ID 0, as trc_pkt_lister does.
     #[arg(long = "id", value_parser = parse_hex_id)]
@@ -88,7 +104,11 @@ fn main() -> ExitCode {
             let path = cli.path.unwrap_or_else(demo_path);
             decode(DecodeArgs {
                 path,
-                packets: true,
+                packets: false,
+                elements_only: false,
+                src_addr_n: false,
+                aa64_opcode_check: false,
+                instr_range_limit: 0,
                 ids: vec![],
                 source: None,
                 multi_session: false,
@@ -124,6 +144,15 @@ struct Output {
     buf: String,
     out: Box<dyn Write>,
     tmp: Option<(PathBuf, PathBuf)>,
+}
+
+impl Drop for Output {
+    /// An output that was never completed leaves no temporary file behind.
+    fn drop(&mut self) {
+        if let Some((tmp, _)) = &self.tmp {
+            let _ = fs::remove_file(tmp);
+        }
+    }
 }
 
 impl Output {
@@ -165,8 +194,8 @@ impl Output {
             Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(()),
             r => r.map_err(|e| format!("{name}: {e}"))?,
         }
-        drop(self.out);
-        if let Some((tmp, dest)) = self.tmp {
+        self.out = Box::new(io::sink());
+        if let Some((tmp, dest)) = self.tmp.take() {
             fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
         }
         Ok(())
@@ -186,10 +215,21 @@ fn open_snapshot(path: &Path) -> Result<Snapshot, String> {
     Snapshot::open(path).map_err(|e| e.to_string())
 }
 
-fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
-    if !args.packets {
-        return Err("only packet listing is available in this version: add --packets".into());
+/// OpenCSD's environment switches, honoured for scripts written for it.
+fn env_flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+}
+
+fn env_number(name: &str) -> Option<u32> {
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    match v.strip_prefix("0x").or_else(|| v.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16).ok(),
+        None => v.parse().ok(),
     }
+}
+
+fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     let snap = open_snapshot(&args.path)?;
     for w in &snap.warnings {
         eprintln!("tracesight: warning: {}", w);
@@ -204,16 +244,41 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
             .ok_or_else(|| format!("{}: the snapshot defines no trace buffers", args.path.display()))?
             .clone()]
     };
+    // Plan every buffer and map its file before creating the output, so that a
+    // run that cannot start leaves no file behind.
+    let mut planned = Vec::with_capacity(buffers.len());
+    for buffer in &buffers {
+        let plan = BufferPlan::new(&snap, buffer).map_err(|e| e.to_string())?;
+        let file = plan.open().map_err(|e| e.to_string())?;
+        planned.push((plan, file));
+    }
     let mut out = Output::new(args.output.as_deref())?;
     let opencsd = args.format == Format::Opencsd;
     if opencsd {
         out.buf.push_str(&format!("Trace Packet Lister : reading snapshot from path {}\n", args.path.display()));
     }
-    let opts = RunOptions { ids: args.ids.clone(), dstream: args.dstream };
+    let show_packets = !args.elements_only;
+    let elements = !args.packets;
+    let limit = if args.instr_range_limit > 0 {
+        args.instr_range_limit
+    } else {
+        env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0)
+    };
+    let mut opts = RunOptions {
+        ids: args.ids.clone(),
+        dstream: args.dstream,
+        elements,
+        decoder: DecoderOptions {
+            src_addr_n: args.src_addr_n,
+            aa64_opcode_check: args.aa64_opcode_check || env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
+            instr_range_limit: limit,
+        },
+        after_reset: false,
+    };
     let multi = args.multi_session && args.source.is_none();
     let mut failure = None;
-    for (i, buffer) in buffers.iter().enumerate() {
-        let plan = BufferPlan::new(&snap, buffer).map_err(|e| e.to_string())?;
+    for (i, (plan, file)) in planned.iter().enumerate() {
+        let buffer = &plan.buffer;
         for n in &plan.notes {
             eprintln!("tracesight: warning: {n}");
         }
@@ -229,7 +294,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                 out.buf.push_str(&format!("Using {} as trace source\n", buffer.name));
             }
             let raw = plan.frame_mode(args.dstream).is_none();
-            for s in &plan.sources {
+            for s in plan.sources.iter().filter(|_| show_packets) {
                 if let (Some(id), SourceKind::Etm4(_)) = (s.trace_id, &s.kind) {
                     let shown = if raw { 0 } else { id };
                     out.buf.push_str(&format!(
@@ -240,13 +305,49 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                 }
             }
         }
-        let file = plan.open().map_err(|e| e.to_string())?;
+        if opencsd && elements && i == 0 {
+            out.buf.push_str("Trace Packet Lister : Set trace element decode printer\n");
+            out.buf.push_str("Gen_Info : Mapped Memory Accessors\n");
+            for r in plan.image.regions() {
+                out.buf.push_str(&format!(
+                    "Gen_Info : FileAcc; Range::0x{:x}:{:x}; Mem Space::{}\nFilename={}\n",
+                    r.start,
+                    r.last,
+                    r.space.name(),
+                    r.path.display()
+                ));
+            }
+            out.buf.push_str("Gen_Info : ========================\n");
+        }
+        opts.after_reset = multi && i > 0;
         let mut io_err = None;
-        let summary = run_packets(&plan, file.bytes(), &opts, |ev| {
+        let summary = run(plan, file.bytes(), &opts, |ev| {
             if io_err.is_some() {
                 return;
             }
             match ev {
+                Event::Element { element: e, .. } => {
+                    if opencsd {
+                        element::write_opencsd_line(&mut out.buf, e);
+                    } else {
+                        element::write_json(&mut out.buf, e);
+                        out.buf.push('\n');
+                    }
+                    if let Err(e) = out.maybe_flush() {
+                        io_err = Some(e);
+                    }
+                }
+                Event::Message { text, .. } => {
+                    if opencsd {
+                        // trc_pkt_lister prints decoder messages unterminated.
+                        out.buf.push_str(text);
+                    } else {
+                        out.buf.push_str("{\"message\":");
+                        element::write_json_string(&mut out.buf, text);
+                        out.buf.push_str("}\n");
+                    }
+                }
+                Event::Etm4 { .. } if !show_packets => {}
                 Event::Etm4 { source, stream_id, packet, raw } => {
                     let ete = matches!(&source.kind, SourceKind::Etm4(c) if c.is_ete());
                     if opencsd {
@@ -264,7 +365,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                     eprintln!("tracesight: {}: trace ID 0x{trace_id:x} skipped: {reason}", buffer.path.display());
                 }
                 Event::EndOfTrace { stream_id, .. } => {
-                    if opencsd {
+                    if opencsd && show_packets {
                         out.buf.push_str(&format!("ID:{stream_id:x}\tEND OF TRACE DATA\n"));
                     }
                 }

@@ -7,8 +7,13 @@
 
 use std::fmt;
 
+use std::sync::Arc;
+
+use crate::element::Element;
 use crate::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink};
+use crate::image::memory::MemoryImage;
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
+use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder};
 use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet};
 
 /// The protocol a trace source speaks, as far as this version decodes it.
@@ -49,8 +54,11 @@ pub struct BufferPlan {
     /// Sources in increasing trace ID order (those without an ID last).
     pub sources: Vec<Source>,
     /// Set-up problems found while planning (a source whose registers do not
-    /// configure a decoder, ...). Decoding goes on without that source.
+    /// configure a decoder, a memory image that cannot be mapped, ...).
+    /// Decoding goes on without that part.
     pub notes: Vec<String>,
+    /// The program image: every core's memory dumps, shared by all sources.
+    pub image: Arc<MemoryImage>,
 }
 
 /// Why a session could not run.
@@ -175,7 +183,11 @@ impl BufferPlan {
         if buffer.format == BufferFormat::SourceData && sources.len() != 1 {
             return Err(SessionError::RawBufferSources { buffer: buffer.name.clone(), count: sources.len() });
         }
-        Ok(BufferPlan { buffer: buffer.clone(), sources, notes })
+        let mut image = MemoryImage::new();
+        for dev in snap.devices.iter().filter(|d| d.is_core()) {
+            notes.extend(image.add_device_dumps(&snap.dir, dev));
+        }
+        Ok(BufferPlan { buffer: buffer.clone(), sources, notes, image: Arc::new(image) })
     }
 
     /// The frame mode for this buffer, or `None` for unformatted data.
@@ -208,10 +220,14 @@ pub enum Event<'a> {
     /// A packet of an ETMv4/ETE source. `stream_id` is the ID the data arrived
     /// under (0 for an unformatted buffer, as trc_pkt_lister prints it).
     Etm4 { source: &'a Source, stream_id: u8, packet: &'a Packet, raw: &'a [u8] },
+    /// A decoded element (when elements are requested).
+    Element { source: &'a Source, element: &'a Element },
+    /// A decoder message, in OpenCSD's error format without a newline.
+    Message { source: &'a Source, text: &'a str },
     /// Data for a trace ID that is not decoded (unsupported protocol, or no
     /// source describes it); reported once per ID.
     Skipped { trace_id: u8, reason: String },
-    /// End of one ID's data (after its last packet).
+    /// End of one ID's data (after its last packet and element).
     EndOfTrace { source: &'a Source, stream_id: u8 },
 }
 
@@ -222,6 +238,12 @@ pub struct RunOptions {
     pub ids: Vec<u8>,
     /// Read DSTREAM-framed buffers as DSTREAM.
     pub dstream: bool,
+    /// Decode packets into elements too.
+    pub elements: bool,
+    pub decoder: DecoderOptions,
+    /// The decoders continue from an earlier buffer and were reset in
+    /// between (a multi-session decode): they report `reset-decoder`.
+    pub after_reset: bool,
 }
 
 /// Totals of a finished run.
@@ -231,20 +253,95 @@ pub struct RunSummary {
     /// "processed N bytes").
     pub bytes_processed: u64,
     pub packets: u64,
+    pub elements: u64,
     /// The frame layer stopped early; packets before the error were delivered.
     pub frame_error: Option<FrameError>,
     /// A decoder stopped the data path (OpenCSD's "Data Path fatal error").
     pub fatal: Option<String>,
 }
 
+/// One trace ID's parser and (optional) decoder.
+struct Chain {
+    parser: Etm4Parser,
+    decoder: Option<Etm4Decoder>,
+    source: usize,
+}
+
+impl Chain {
+    fn new(plan: &BufferPlan, si: usize, cfg: &Etm4Config, opts: &RunOptions) -> Chain {
+        let decoder = opts.elements.then(|| {
+            let mut d = Etm4Decoder::new(cfg, plan.image.clone(), opts.decoder);
+            if opts.after_reset {
+                d.reset();
+            }
+            d
+        });
+        Chain { parser: Etm4Parser::new(cfg), decoder, source: si }
+    }
+
+    /// Push a block; false when a decoder stopped the data path.
+    fn push<F: FnMut(Event<'_>)>(
+        &mut self,
+        plan: &BufferPlan,
+        stream_id: u8,
+        index: u64,
+        bytes: &[u8],
+        on_event: &mut F,
+        counts: &mut (u64, u64),
+    ) -> bool {
+        let source = &plan.sources[self.source];
+        let decoder = &mut self.decoder;
+        self.parser.push_until(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
+            counts.0 += 1;
+            on_event(Event::Etm4 { source, stream_id, packet: pk, raw });
+            match decoder {
+                Some(d) => {
+                    d.packet(pk, &mut |o| forward(source, o, on_event, counts));
+                    !d.is_fatal()
+                }
+                None => true,
+            }
+        });
+        !self.decoder.as_ref().is_some_and(|d| d.is_fatal())
+    }
+
+    fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut (u64, u64)) {
+        let source = &plan.sources[self.source];
+        let decoder = &mut self.decoder;
+        self.parser.finish(&mut |pk: &Packet, raw: &[u8]| {
+            counts.0 += 1;
+            on_event(Event::Etm4 { source, stream_id, packet: pk, raw });
+            if let Some(d) = decoder.as_mut() {
+                d.packet(pk, &mut |o| forward(source, o, on_event, counts));
+            }
+        });
+        if let Some(d) = self.decoder.as_mut() {
+            if !d.is_fatal() {
+                d.finish(&mut |o| forward(source, o, on_event, counts));
+            }
+        }
+        on_event(Event::EndOfTrace { source, stream_id });
+    }
+}
+
+fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event: &mut F, counts: &mut (u64, u64)) {
+    match o {
+        DecoderOutput::Element(e) => {
+            counts.1 += 1;
+            on_event(Event::Element { source, element: e });
+        }
+        DecoderOutput::Message(text) => on_event(Event::Message { source, text }),
+    }
+}
+
 enum Slot {
     Empty,
-    Parser(Box<Etm4Parser>, usize),
+    Chain(Box<Chain>),
     Skip,
 }
 
-/// Decode `data` (the buffer's bytes) into packets.
-pub fn run_packets<F: FnMut(Event<'_>)>(
+/// Decode `data` (the buffer's bytes) into packets, and elements when asked.
+pub fn run<F: FnMut(Event<'_>)>(
     plan: &BufferPlan,
     data: &[u8],
     opts: &RunOptions,
@@ -252,6 +349,7 @@ pub fn run_packets<F: FnMut(Event<'_>)>(
 ) -> Result<RunSummary, SessionError> {
     let wanted = |id: u8| opts.ids.is_empty() || opts.ids.contains(&id);
     let mut summary = RunSummary::default();
+    let mut counts = (0u64, 0u64);
     match plan.frame_mode(opts.dstream) {
         None => {
             let source = &plan.sources[0];
@@ -262,82 +360,93 @@ pub fn run_packets<F: FnMut(Event<'_>)>(
                 summary.bytes_processed = data.len() as u64;
                 return Ok(summary);
             };
+            summary.bytes_processed = data.len() as u64;
             // trc_pkt_lister lists raw-buffer packets under ID 0 and filters on it.
             if !wanted(0) && !wanted(cfg.trace_id()) {
-                summary.bytes_processed = data.len() as u64;
                 return Ok(summary);
             }
-            let mut parser = Etm4Parser::new(cfg);
-            let mut count = 0u64;
-            let mut sink = |p: &Packet, raw: &[u8]| {
-                count += 1;
-                on_event(Event::Etm4 { source, stream_id: 0, packet: p, raw });
-            };
-            parser.push(0, data, &mut sink);
-            parser.finish(&mut sink);
-            on_event(Event::EndOfTrace { source, stream_id: 0 });
-            summary.packets = count;
-            summary.bytes_processed = data.len() as u64;
-            Ok(summary)
+            let mut chain = Chain::new(plan, 0, cfg, opts);
+            // Blocks of the size trc_pkt_lister reads, so that a decoder that
+            // stops the data path stops it at the same place.
+            let mut ok = true;
+            for (i, block) in data.chunks(1024).enumerate() {
+                let index = (i * 1024) as u64;
+                if !chain.push(plan, 0, index, block, &mut on_event, &mut counts) {
+                    summary.bytes_processed = chain.parser.bytes_in();
+                    ok = false;
+                    break;
+                }
+            }
+            if ok {
+                chain.finish(plan, 0, &mut on_event, &mut counts);
+            } else {
+                summary.fatal = Some(format!("trace ID 0x{:x}: the decoder stopped on an error", cfg.trace_id()));
+            }
         }
         Some(mode) => {
             let mut slots: Vec<Slot> = (0..128).map(|_| Slot::Empty).collect();
             for (i, s) in plan.sources.iter().enumerate() {
-                if let (Some(id), SourceKind::Etm4(cfg)) = (s.trace_id, &s.kind) {
-                    if wanted(id) {
-                        slots[id as usize] = Slot::Parser(Box::new(Etm4Parser::new(cfg)), i);
-                    } else {
-                        slots[id as usize] = Slot::Skip;
+                match (s.trace_id, &s.kind) {
+                    (Some(id), SourceKind::Etm4(cfg)) if wanted(id) => {
+                        slots[id as usize] = Slot::Chain(Box::new(Chain::new(plan, i, cfg, opts)));
                     }
-                } else if let Some(id) = s.trace_id {
-                    if !wanted(id) {
-                        slots[id as usize] = Slot::Skip;
-                    }
+                    (Some(id), _) if !wanted(id) => slots[id as usize] = Slot::Skip,
+                    _ => {}
                 }
             }
             let accepted = mode.lister_accepted_len(data.len() as u64) as usize;
             let mut demux = Deformatter::new(mode);
-            let mut count = 0u64;
             let mut fatal = None;
-            let mut sink =
-                DemuxSink { plan, slots: &mut slots, on_event: &mut on_event, count: &mut count, fatal: &mut fatal };
+            let mut sink = DemuxSink {
+                plan,
+                slots: &mut slots,
+                on_event: &mut on_event,
+                counts: &mut counts,
+                fatal: &mut fatal,
+            };
             let res = demux.push(0, &data[..accepted], &mut sink).and_then(|flow| match flow {
                 Flow::Continue => demux.finish(&mut sink),
                 Flow::Stop => Ok(()),
             });
-            let sink_fatal = fatal;
             // DSTREAM counts footer-stripped bytes, like trc_pkt_lister.
             summary.bytes_processed = match &res {
-                Ok(()) if accepted == data.len() && mode != FrameMode::Dstream => accepted as u64,
+                Ok(()) if accepted == data.len() && mode != FrameMode::Dstream && fatal.is_none() => accepted as u64,
                 _ => demux.stream_position(),
             };
-            if let Some(id) = sink_fatal {
-                summary.fatal = Some(format!("zero-length data block for trace ID 0x{id:x}"));
+            match res {
+                Err(e) => summary.frame_error = Some(e),
+                Ok(()) if accepted != data.len() => {
+                    summary.frame_error =
+                        Some(FrameError::PartialFrame { index: accepted as u64, len: data.len() - accepted })
+                }
+                Ok(()) => {}
             }
-            if let Err(e) = res {
-                summary.frame_error = Some(e);
-            } else if accepted != data.len() {
-                summary.frame_error = Some(FrameError::PartialFrame {
-                    index: accepted as u64,
-                    len: data.len() - accepted,
-                });
-            }
-            // End of trace for every parser, in trace ID order.
-            for (id, slot) in slots.iter_mut().enumerate() {
-                if let Slot::Parser(p, si) = slot {
-                    let source = &plan.sources[*si];
-                    let mut psink = |pk: &Packet, raw: &[u8]| {
-                        count += 1;
-                        on_event(Event::Etm4 { source, stream_id: id as u8, packet: pk, raw });
-                    };
-                    p.finish(&mut psink);
-                    on_event(Event::EndOfTrace { source, stream_id: id as u8 });
+            if let Some(f) = fatal {
+                summary.fatal = Some(f);
+            } else {
+                // End of trace for every chain, in trace ID order.
+                for (id, slot) in slots.iter_mut().enumerate() {
+                    if let Slot::Chain(c) = slot {
+                        c.finish(plan, id as u8, &mut on_event, &mut counts);
+                    }
                 }
             }
-            summary.packets = count;
-            Ok(summary)
         }
     }
+    summary.packets = counts.0;
+    summary.elements = counts.1;
+    Ok(summary)
+}
+
+/// Decode `data` into packets only (no element decode).
+pub fn run_packets<F: FnMut(Event<'_>)>(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    on_event: F,
+) -> Result<RunSummary, SessionError> {
+    let opts = RunOptions { elements: false, ..opts.clone() };
+    run(plan, data, &opts, on_event)
 }
 
 fn skip_reason(s: &Source) -> String {
@@ -348,8 +457,8 @@ struct DemuxSink<'p, 's, F> {
     plan: &'p BufferPlan,
     slots: &'s mut Vec<Slot>,
     on_event: &'s mut F,
-    count: &'s mut u64,
-    fatal: &'s mut Option<u8>,
+    counts: &'s mut (u64, u64),
+    fatal: &'s mut Option<String>,
 }
 
 impl<F: FnMut(Event<'_>)> FrameSink for DemuxSink<'_, '_, F> {
@@ -357,22 +466,21 @@ impl<F: FnMut(Event<'_>)> FrameSink for DemuxSink<'_, '_, F> {
     fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow {
         let plan = self.plan;
         match &mut self.slots[id as usize & 0x7f] {
-            Slot::Parser(_, _) if bytes.is_empty() => {
+            Slot::Chain(_) if bytes.is_empty() => {
                 // OpenCSD's packet processors reject an empty block as a fatal
                 // data-path error, which ends the whole decode.
-                *self.fatal = Some(id);
-                return Flow::Stop;
+                *self.fatal = Some(format!("zero-length data block for trace ID 0x{id:x}"));
+                Flow::Stop
             }
-            Slot::Parser(p, si) => {
-                let source = &plan.sources[*si];
-                let on_event = &mut *self.on_event;
-                let count = &mut *self.count;
-                p.push(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
-                    *count += 1;
-                    on_event(Event::Etm4 { source, stream_id: id, packet: pk, raw });
-                });
+            Slot::Chain(c) => {
+                if c.push(plan, id, index, bytes, self.on_event, self.counts) {
+                    Flow::Continue
+                } else {
+                    *self.fatal = Some(format!("trace ID 0x{id:x}: the decoder stopped on an error"));
+                    Flow::Stop
+                }
             }
-            Slot::Skip => {}
+            Slot::Skip => Flow::Continue,
             slot @ Slot::Empty => {
                 // ID 0 is null data and 0x70-0x7f are reserved: never trace.
                 if bytes.is_empty() || id == 0 || id >= 0x70 {
@@ -384,8 +492,8 @@ impl<F: FnMut(Event<'_>)> FrameSink for DemuxSink<'_, '_, F> {
                 };
                 *slot = Slot::Skip;
                 (self.on_event)(Event::Skipped { trace_id: id, reason });
+                Flow::Continue
             }
         }
-        Flow::Continue
     }
 }

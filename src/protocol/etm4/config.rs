@@ -6,6 +6,8 @@
 
 use std::fmt;
 
+pub use crate::image::a64::ArchVersion;
+
 /// The architecture profile of the traced core. It changes the meaning of a few
 /// encodings (M-profile exception numbers, the v8-M function return packet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,9 +68,8 @@ pub struct Etm4Config {
     /// TRCDEVARCH, recorded for ETE only.
     pub trcdevarch: Option<u32>,
     pub profile: CoreProfile,
-    /// True when the core implements Armv8 or later (needed for the v8-M
-    /// function-return packet).
-    pub arch_v8: bool,
+    /// Architecture version of the core, from its name.
+    pub arch: ArchVersion,
 }
 
 impl Etm4Config {
@@ -91,12 +92,22 @@ impl Etm4Config {
             trcconfigr: need("TRCCONFIGR")?,
             trctraceidr: need("TRCTRACEIDR")?,
             trcdevarch: if is_ete { Some(need("TRCDEVARCH")?) } else { reg("TRCDEVARCH").map(|v| v as u32) },
-            profile: core_name.map(CoreProfile::from_core_name).unwrap_or(CoreProfile::Application),
-            arch_v8: core_name.map(core_is_v8).unwrap_or(true),
+            profile: core_name.map(|n| core_arch_profile(n).1).unwrap_or(CoreProfile::Application),
+            arch: core_name.map(|n| core_arch_profile(n).0).unwrap_or(ArchVersion::Unknown),
         };
         // An unformatted single-source capture may leave TRCTRACEIDR at 0, so
         // the ID is checked where frames are demultiplexed, not here.
         Ok(if is_ete { cfg } else { Etm4Config { trcdevarch: None, ..cfg } })
+    }
+
+    /// The core implements Armv8 or later (the v8-M function-return packet).
+    pub fn arch_v8(&self) -> bool {
+        self.arch >= ArchVersion::V8
+    }
+
+    /// TRCIDR2.WFXMODE: WFI and WFE are P0 instructions that end a range.
+    pub fn wfi_wfe_branch(&self) -> bool {
+        self.trcidr2 & (1 << 31) != 0
     }
 
     /// The CoreSight trace ID (TRCTRACEIDR.TRACEID).
@@ -291,16 +302,80 @@ impl Etm4Config {
     }
 }
 
-/// Cores older than Armv8 that carry ETMv4-style names; everything else that
-/// names itself is taken as Armv8 or later.
-fn core_is_v8(name: &str) -> bool {
-    const V7: [&str; 17] = [
-        "CORTEX-A5", "CORTEX-A7", "CORTEX-A8", "CORTEX-A9", "CORTEX-A12", "CORTEX-A15", "CORTEX-A17", "CORTEX-R4",
-        "CORTEX-R5", "CORTEX-R7", "CORTEX-R8", "CORTEX-M0", "CORTEX-M0+", "CORTEX-M1", "CORTEX-M3", "CORTEX-M4",
-        "CORTEX-M7",
+/// Architecture and profile of a core from the name a snapshot gives it: the
+/// cores OpenCSD knows by name, then the `ARMv<M>[.<m>]-<P>` and
+/// `ARM-AA64[-<P>]` patterns it also accepts.
+pub fn core_arch_profile(name: &str) -> (ArchVersion, CoreProfile) {
+    use ArchVersion as V;
+    use CoreProfile as P;
+    const KNOWN: [(&str, ArchVersion, CoreProfile); 33] = [
+        ("Cortex-A78", V::V8, P::Application),
+        ("Cortex-A77", V::V8r3, P::Application),
+        ("Cortex-A76", V::V8r3, P::Application),
+        ("Cortex-A75", V::V8r3, P::Application),
+        ("Cortex-A73", V::V8, P::Application),
+        ("Cortex-A72", V::V8, P::Application),
+        ("Cortex-A65", V::V8r3, P::Application),
+        ("Cortex-A57", V::V8, P::Application),
+        ("Cortex-A55", V::V8r3, P::Application),
+        ("Cortex-A53", V::V8, P::Application),
+        ("Cortex-A35", V::V8, P::Application),
+        ("Cortex-A32", V::V8, P::Application),
+        ("Cortex-A17", V::V7, P::Application),
+        ("Cortex-A15", V::V7, P::Application),
+        ("Cortex-A12", V::V7, P::Application),
+        ("Cortex-A9", V::V7, P::Application),
+        ("Cortex-A8", V::V7, P::Application),
+        ("Cortex-A7", V::V7, P::Application),
+        ("Cortex-A5", V::V7, P::Application),
+        ("Cortex-R52", V::V8, P::RealTime),
+        ("Cortex-R8", V::V7, P::RealTime),
+        ("Cortex-R7", V::V7, P::RealTime),
+        ("Cortex-R5", V::V7, P::RealTime),
+        ("Cortex-R4", V::V7, P::RealTime),
+        ("Cortex-M85", V::V8, P::Microcontroller),
+        ("Cortex-M55", V::V8, P::Microcontroller),
+        ("Cortex-M33", V::V8, P::Microcontroller),
+        ("Cortex-M23", V::V8, P::Microcontroller),
+        ("Cortex-M7", V::V7, P::Microcontroller),
+        ("Cortex-M4", V::V7, P::Microcontroller),
+        ("Cortex-M3", V::V7, P::Microcontroller),
+        ("Cortex-M0+", V::V7, P::Microcontroller),
+        ("Cortex-M0", V::V7, P::Microcontroller),
     ];
-    let n = name.trim().to_ascii_uppercase();
-    !V7.contains(&n.as_str()) && !n.starts_with("ARMV7") && !n.starts_with("ARMV6")
+    if let Some((_, a, p)) = KNOWN.iter().find(|(n, _, _)| *n == name) {
+        return (*a, *p);
+    }
+    let b = name.as_bytes();
+    let profile_at = |i: usize| match b.get(i) {
+        Some(b'A') => Some(P::Application),
+        Some(b'R') => Some(P::RealTime),
+        Some(b'M') => Some(P::Microcontroller),
+        _ => None,
+    };
+    if let Some(rest) = name.strip_prefix("ARMv") {
+        let rb = rest.as_bytes();
+        let major = rb.first().map(|c| c.wrapping_sub(b'0')).unwrap_or(0);
+        let (minor, after) = if rb.get(1) == Some(&b'.') { (rb.get(2).map(|c| c.wrapping_sub(b'0')).unwrap_or(0), 3) } else { (0, 1) };
+        let arch = match (major, minor) {
+            (7, _) => V::V7,
+            (8, m) if m < 3 => V::V8,
+            (8, 3) => V::V8r3,
+            (m, _) if (8..=9).contains(&m) => V::Aa64,
+            _ => return (V::Unknown, P::Application),
+        };
+        if rb.get(after) == Some(&b'-') {
+            if let Some(p) = profile_at(4 + after + 1) {
+                return (arch, p);
+            }
+        }
+        return (V::Unknown, P::Application);
+    }
+    if name.starts_with("ARM-") && (name[4..].starts_with("AA64") || name[4..].starts_with("aa64")) {
+        let p = if b.get(8) == Some(&b'-') { profile_at(9).unwrap_or(P::Application) } else { P::Application };
+        return (V::Aa64, p);
+    }
+    (V::Unknown, CoreProfile::from_core_name(name))
 }
 
 #[cfg(test)]
@@ -363,7 +438,10 @@ mod tests {
         assert_eq!(CoreProfile::from_core_name("Cortex-M55"), CoreProfile::Microcontroller);
         assert_eq!(CoreProfile::from_core_name("Cortex-R52"), CoreProfile::RealTime);
         assert_eq!(CoreProfile::from_core_name("ARM-AA64"), CoreProfile::Application);
-        assert!(core_is_v8("Cortex-M55"));
-        assert!(!core_is_v8("Cortex-A15"));
+        assert_eq!(core_arch_profile("Cortex-M55"), (ArchVersion::V8, CoreProfile::Microcontroller));
+        assert_eq!(core_arch_profile("Cortex-A15"), (ArchVersion::V7, CoreProfile::Application));
+        assert_eq!(core_arch_profile("ARM-AA64"), (ArchVersion::Aa64, CoreProfile::Application));
+        assert_eq!(core_arch_profile("ARMv8.3-A"), (ArchVersion::V8r3, CoreProfile::Application));
+        assert_eq!(core_arch_profile("ARMv8-R"), (ArchVersion::V8, CoreProfile::RealTime));
     }
 }

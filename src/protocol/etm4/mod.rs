@@ -6,6 +6,7 @@
 //! configuration's architecture version, exactly as a hardware trace unit reports it.
 
 pub mod config;
+pub mod decoder;
 pub mod display;
 pub mod packet;
 pub mod parser;

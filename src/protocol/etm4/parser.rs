@@ -119,6 +119,8 @@ pub struct Etm4Parser {
     update_on_unsync_index: u64,
     dump_unsynced: usize,
     bytes_in: u64,
+    /// The sink asked to stop during the current push.
+    stopped: bool,
 }
 
 impl Etm4Parser {
@@ -152,6 +154,7 @@ impl Etm4Parser {
             update_on_unsync_index: 0,
             dump_unsynced: 0,
             bytes_in: 0,
+            stopped: false,
         };
         p.reset();
         p
@@ -184,8 +187,18 @@ impl Etm4Parser {
     /// Parse `data`, whose first byte is at `index` in the captured buffer.
     /// Every complete packet is passed to `sink` with its raw bytes.
     pub fn push<F: FnMut(&Packet, &[u8])>(&mut self, index: u64, data: &[u8], sink: &mut F) {
+        self.push_until(index, data, &mut |p: &Packet, r: &[u8]| {
+            sink(p, r);
+            true
+        });
+    }
+
+    /// As [`Etm4Parser::push`], but the sink can stop parsing by returning
+    /// false (a decoder that hit a fatal error). Returns the number of bytes of
+    /// `data` consumed; the packet the sink refused is complete.
+    pub fn push_until<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, index: u64, data: &[u8], sink: &mut F) -> usize {
         self.block_index = index;
-        self.bytes_in += data.len() as u64;
+        self.stopped = false;
         let mut pos = 0usize;
         while pos < data.len() || self.state == State::SendPacket {
             match self.state {
@@ -193,7 +206,7 @@ impl Etm4Parser {
                     if self.is_sync {
                         // Fast path: whole common packets straight from `data`.
                         pos = self.fast_run(index, data, pos, sink);
-                        if pos >= data.len() {
+                        if pos >= data.len() || self.stopped {
                             break;
                         }
                     }
@@ -231,7 +244,12 @@ impl Etm4Parser {
                     self.state = State::Data;
                 }
             }
+            if self.stopped {
+                break;
+            }
         }
+        self.bytes_in += pos as u64;
+        pos
     }
 
     /// End of trace: a packet still being assembled is reported as
@@ -239,22 +257,29 @@ impl Etm4Parser {
     pub fn finish<F: FnMut(&Packet, &[u8])>(&mut self, sink: &mut F) {
         if !self.buf.is_empty() {
             self.update_err_type(PacketType::IncompleteEot, 0);
-            self.output(sink);
+            self.output(&mut |p: &Packet, r: &[u8]| {
+                sink(p, r);
+                true
+            });
             self.init_packet();
         }
         self.state = State::Header;
     }
 
-    fn output<F: FnMut(&Packet, &[u8])>(&mut self, sink: &mut F) {
+    fn output<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, sink: &mut F) {
         self.pkt.index = self.packet_index;
-        sink(&self.pkt, &self.buf);
+        if !sink(&self.pkt, &self.buf) {
+            self.stopped = true;
+        }
     }
 
-    fn output_unsynced<F: FnMut(&Packet, &[u8])>(&mut self, sink: &mut F) {
+    fn output_unsynced<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, sink: &mut F) {
         let n = self.dump_unsynced.min(self.buf.len());
         self.pkt.index = self.packet_index;
         self.pkt.first_not_sync = !self.sent_not_sync;
-        sink(&self.pkt, &self.buf[..n]);
+        if !sink(&self.pkt, &self.buf[..n]) {
+            self.stopped = true;
+        }
         self.pkt.first_not_sync = false;
         self.sent_not_sync = true;
         self.buf.drain(..n);
@@ -1042,7 +1067,13 @@ impl Etm4Parser {
     /// `data`. Returns where it stopped: the end of `data`, or a packet the
     /// byte-wise machine must take.
     #[inline]
-    fn fast_run<F: FnMut(&Packet, &[u8])>(&mut self, index: u64, data: &[u8], mut pos: usize, sink: &mut F) -> usize {
+    fn fast_run<F: FnMut(&Packet, &[u8]) -> bool>(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        mut pos: usize,
+        sink: &mut F,
+    ) -> usize {
         while pos < data.len() {
             let b = data[pos];
             let fast = self.fast[b as usize];
@@ -1088,8 +1119,12 @@ impl Etm4Parser {
             };
             self.pkt.ptype = ptype;
             self.pkt.index = index + pos as u64;
-            sink(&self.pkt, &data[pos..pos + n]);
+            let go_on = sink(&self.pkt, &data[pos..pos + n]);
             pos += n;
+            if !go_on {
+                self.stopped = true;
+                break;
+            }
         }
         self.state = State::Header;
         pos
@@ -1292,7 +1327,7 @@ fn build_table(cfg: &Etm4Config) -> [(PacketType, Handler); 256] {
     t[0x02] = (P::Timestamp, H::Timestamp);
     t[0x03] = (P::Timestamp, H::Timestamp);
     t[0x04] = (P::TraceOn, H::NoPayload);
-    let func_ret = cfg.profile == CoreProfile::Microcontroller && cfg.arch_v8 && full >= 0x42;
+    let func_ret = cfg.profile == CoreProfile::Microcontroller && cfg.arch_v8() && full >= 0x42;
     t[0x05] = (P::FuncRet, if func_ret { H::NoPayload } else { H::Reserved });
     t[0x06] = (P::Exception, H::Exception);
     t[0x07] = (P::ExceptionReturn, if major >= 5 { H::InvalidCfg } else { H::NoPayload });

@@ -1,0 +1,260 @@
+//! The program image a decoder walks: memory regions from snapshot dump entries
+//! (and later ELF segments), each mapped read-only from its file.
+//!
+//! Reads are the decoder's hot path, so the last region hit is remembered and
+//! tried first; consecutive instructions almost always fall in it.
+
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::element::MemSpace;
+use crate::input::{Device, TraceFile};
+
+/// One mapped range `[start, start + len)`.
+#[derive(Clone)]
+struct Region {
+    start: u64,
+    len: u64,
+    space: MemSpace,
+    file: Arc<TraceFile>,
+    /// Offset of `start` in the file.
+    offset: usize,
+    path: PathBuf,
+}
+
+impl Region {
+    #[inline]
+    fn contains(&self, addr: u64) -> bool {
+        addr.wrapping_sub(self.start) < self.len
+    }
+}
+
+/// A description of one region, for listings such as trc_pkt_lister's
+/// "Mapped Memory Accessors".
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegionInfo {
+    pub start: u64,
+    /// Inclusive end address.
+    pub last: u64,
+    pub space: MemSpace,
+    pub path: PathBuf,
+}
+
+/// A set of memory regions keyed by address and memory space.
+#[derive(Clone, Default)]
+pub struct MemoryImage {
+    regions: Vec<Region>,
+    last_hit: Cell<usize>,
+}
+
+/// Parse a snapshot `space=` value (OpenCSD's names; case does not matter).
+pub fn parse_mem_space(s: &str) -> Option<MemSpace> {
+    Some(match s.trim().to_ascii_uppercase().as_str() {
+        "" | "ANY" | "ALL" => MemSpace::ANY,
+        "S" | "SECURE" => MemSpace::S,
+        "N" | "NS" | "NON-SECURE" | "NONSECURE" => MemSpace::N,
+        "R" | "REALM" => MemSpace::R,
+        "EL1S" => MemSpace::EL1S,
+        "EL1N" => MemSpace::EL1N,
+        "EL2" | "EL2N" => MemSpace::EL2,
+        "EL3" => MemSpace::EL3,
+        "EL2S" => MemSpace::EL2S,
+        "EL1R" => MemSpace::EL1R,
+        "EL2R" => MemSpace::EL2R,
+        "ROOT" => MemSpace::ROOT,
+        _ => return None,
+    })
+}
+
+impl std::fmt::Debug for MemoryImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.regions()).finish()
+    }
+}
+
+impl MemoryImage {
+    pub fn new() -> MemoryImage {
+        MemoryImage::default()
+    }
+
+    /// Map `len` bytes (all of the file from `offset` when `None`) of `path` at
+    /// `start`. Fails with a message naming the file when the file cannot be
+    /// mapped, the range is empty, or it overlaps a region of the same memory
+    /// space (OpenCSD refuses overlapping accessors too).
+    pub fn add_file(
+        &mut self,
+        path: &Path,
+        start: u64,
+        len: Option<u64>,
+        offset: u64,
+        space: MemSpace,
+    ) -> Result<(), String> {
+        let file = TraceFile::open(path).map_err(|e| e.to_string())?;
+        let flen = file.len() as u64;
+        if offset >= flen {
+            return Err(format!("{}: offset 0x{offset:x} is past the end of the file ({flen} bytes)", path.display()));
+        }
+        let len = len.unwrap_or(flen - offset).min(flen - offset);
+        if len == 0 {
+            return Err(format!("{}: empty memory range", path.display()));
+        }
+        let last = start.saturating_add(len - 1);
+        // Several cores of one snapshot often name the same dump: map it once.
+        if self.regions.iter().any(|r| {
+            r.start == start && r.len == len && r.offset == offset as usize && r.space == space && r.path == path
+        }) {
+            return Ok(());
+        }
+        if let Some(r) = self
+            .regions
+            .iter()
+            .find(|r| r.space.overlaps(space) && r.start <= last && start <= r.start + (r.len - 1))
+        {
+            return Err(format!(
+                "{}: range 0x{start:x}-0x{last:x} overlaps {} mapped at 0x{:x}-0x{:x}",
+                path.display(),
+                r.path.display(),
+                r.start,
+                r.start + (r.len - 1)
+            ));
+        }
+        self.regions.push(Region {
+            start,
+            len,
+            space,
+            file: Arc::new(file),
+            offset: offset as usize,
+            path: path.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    /// Map every `[dumpN]` entry of a core device. Returns one message per entry
+    /// that could not be mapped; the others are mapped.
+    pub fn add_device_dumps(&mut self, dir: &Path, core: &Device) -> Vec<String> {
+        let mut errors = Vec::new();
+        for d in &core.dumps {
+            let space = match d.space.as_deref().map(parse_mem_space) {
+                None => MemSpace::ANY,
+                Some(Some(s)) => s,
+                Some(None) => {
+                    errors.push(format!(
+                        "{}: [{}] space={} is not a memory space name; mapped as Any",
+                        core.path.display(),
+                        d.section,
+                        d.space.as_deref().unwrap_or("")
+                    ));
+                    MemSpace::ANY
+                }
+            };
+            let path = dir.join(&d.file);
+            if let Err(e) = self.add_file(&path, d.address, d.length, d.offset.unwrap_or(0), space) {
+                errors.push(e);
+            }
+        }
+        errors
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.regions.is_empty()
+    }
+
+    /// The mapped regions, in the order they were added.
+    pub fn regions(&self) -> Vec<RegionInfo> {
+        self.regions
+            .iter()
+            .map(|r| RegionInfo { start: r.start, last: r.start + (r.len - 1), space: r.space, path: r.path.clone() })
+            .collect()
+    }
+
+    #[inline]
+    fn find(&self, addr: u64, space: MemSpace) -> Option<&Region> {
+        let hint = self.last_hit.get();
+        if let Some(r) = self.regions.get(hint) {
+            if r.contains(addr) && r.space.overlaps(space) {
+                return Some(r);
+            }
+        }
+        let i = self.regions.iter().position(|r| r.contains(addr) && r.space.overlaps(space))?;
+        self.last_hit.set(i);
+        Some(&self.regions[i])
+    }
+
+    /// Up to `buf.len()` bytes at `addr`, from the one region holding `addr`.
+    /// Returns how many bytes were read (fewer at the end of a region, 0 when
+    /// nothing is mapped there).
+    #[inline]
+    pub fn read(&self, addr: u64, space: MemSpace, buf: &mut [u8]) -> usize {
+        let Some(r) = self.find(addr, space) else { return 0 };
+        let avail = (r.len - (addr - r.start)).min(buf.len() as u64) as usize;
+        let from = r.offset + (addr - r.start) as usize;
+        buf[..avail].copy_from_slice(&r.file.bytes()[from..from + avail]);
+        avail
+    }
+
+    /// The little-endian 32-bit word at `addr`, when all four bytes are mapped
+    /// in one region.
+    #[inline]
+    pub fn read_u32(&self, addr: u64, space: MemSpace) -> Option<u32> {
+        let r = self.find(addr, space)?;
+        let off = addr - r.start;
+        if r.len - off < 4 {
+            return None;
+        }
+        let from = r.offset + off as usize;
+        let b = &r.file.bytes()[from..from + 4];
+        Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The little-endian 16-bit halfword at `addr`.
+    #[inline]
+    pub fn read_u16(&self, addr: u64, space: MemSpace) -> Option<u16> {
+        let mut b = [0u8; 2];
+        (self.read(addr, space, &mut b) == 2).then(|| u16::from_le_bytes(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmp_file(name: &str, bytes: &[u8]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("tracesight-mem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn reads_within_and_across_region_ends() {
+        let p = tmp_file("a.bin", &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66]);
+        let mut m = MemoryImage::new();
+        m.add_file(&p, 0x1000, None, 0, MemSpace::ANY).unwrap();
+        assert_eq!(m.read_u32(0x1000, MemSpace::EL1N), Some(0x4433_2211));
+        assert_eq!(m.read_u32(0x1002, MemSpace::EL1N), Some(0x6655_4433));
+        // Only two bytes left in the region: not a whole word.
+        assert_eq!(m.read_u32(0x1004, MemSpace::EL1N), None);
+        assert_eq!(m.read_u16(0x1004, MemSpace::EL1N), Some(0x6655));
+        assert_eq!(m.read_u32(0xfff, MemSpace::EL1N), None);
+    }
+
+    #[test]
+    fn offsets_lengths_spaces_and_overlaps() {
+        let p = tmp_file("b.bin", &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let mut m = MemoryImage::new();
+        m.add_file(&p, 0x2000, Some(4), 2, MemSpace::S).unwrap();
+        assert_eq!(m.read_u32(0x2000, MemSpace::EL3), Some(0x0504_0302));
+        // Secure-only region is invisible to a non-secure read.
+        assert_eq!(m.read_u32(0x2000, MemSpace::EL1N), None);
+        // The same addresses may be mapped again for another space...
+        m.add_file(&p, 0x2000, Some(4), 6, MemSpace::N).unwrap();
+        assert_eq!(m.read_u32(0x2000, MemSpace::EL1N), Some(0x0908_0706));
+        // ...but not twice for the same one.
+        assert!(m.add_file(&p, 0x2002, Some(4), 0, MemSpace::EL1N).is_err());
+        assert!(m.add_file(&p, 0x3000, None, 10, MemSpace::ANY).is_err());
+        assert_eq!(parse_mem_space("el2"), Some(MemSpace::EL2));
+        assert_eq!(parse_mem_space("bogus"), None);
+    }
+}

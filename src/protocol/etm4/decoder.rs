@@ -1,0 +1,1510 @@
+//! ETMv4/ETE element decoder: packets plus the program image in, executed
+//! instruction ranges and the other trace elements out.
+//!
+//! P0 elements (atoms, exceptions, Q, source addresses, ...) are speculative until
+//! a Commit resolves them (Arm ARM D4.3.3, D4.3.8): they wait on the P0 stack with
+//! the non-P0 elements (addresses, contexts, timestamps) traced among them, and
+//! are walked through the program image when committed. Cancel removes the
+//! youngest uncommitted ones, Mispredict flips the last atom, Discard drops all.
+//! The committed stream reproduces OpenCSD's `TrcPktDecodeEtmV4I` exactly,
+//! element for element, including its error handling and resynchronisation.
+
+use std::collections::VecDeque;
+use std::fmt::Write;
+use std::sync::Arc;
+
+use super::config::{CoreProfile, Etm4Config};
+use super::packet::{Packet, PacketType, PeContext as PktContext};
+use crate::element::{
+    Element, ElementKind, InstrSubtype, InstrType, Isa, MemSpace, MemTrans, PeContext, Security, TraceOnReason,
+    UnsyncReason,
+};
+use crate::image::instr::{self, DecodeOptions, InstrError, InstrInfo, ItState};
+use crate::image::memory::MemoryImage;
+
+/// OpenCSD error codes that appear in decoder messages (ocsd_err_t values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecodeError {
+    BadPacketSeq,
+    UnsupportedIsa,
+    UnsupportedPacket,
+    BadDecodePacket,
+    CommitOverrun,
+    ReturnStackOverflow,
+    InvalidOpcode,
+    RangeLimitOverrun,
+    BadImage,
+}
+
+impl DecodeError {
+    fn code(self) -> u32 {
+        match self {
+            DecodeError::BadPacketSeq => 0x13,
+            DecodeError::UnsupportedIsa => 0x16,
+            DecodeError::UnsupportedPacket => 0x18,
+            DecodeError::BadDecodePacket => 0x19,
+            DecodeError::CommitOverrun => 0x1a,
+            DecodeError::ReturnStackOverflow => 0x1c,
+            DecodeError::InvalidOpcode => 0x2c,
+            DecodeError::RangeLimitOverrun => 0x2d,
+            DecodeError::BadImage => 0x2e,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DecodeError::BadPacketSeq => "OCSD_ERR_BAD_PACKET_SEQ",
+            DecodeError::UnsupportedIsa => "OCSD_ERR_UNSUPPORTED_ISA",
+            DecodeError::UnsupportedPacket => "OCSD_ERR_UNSUPP_DECODE_PKT",
+            DecodeError::BadDecodePacket => "OCSD_ERR_BAD_DECODE_PKT",
+            DecodeError::CommitOverrun => "OCSD_ERR_COMMIT_PKT_OVERRUN",
+            DecodeError::ReturnStackOverflow => "OCSD_ERR_RET_STACK_OVERFLOW",
+            DecodeError::InvalidOpcode => "OCSD_ERR_INVALID_OPCODE",
+            DecodeError::RangeLimitOverrun => "OCSD_ERR_I_RANGE_LIMIT_OVERRUN",
+            DecodeError::BadImage => "OCSD_ERR_BAD_DECODE_IMAGE",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            DecodeError::BadPacketSeq => "Bad packet sequence",
+            DecodeError::UnsupportedIsa => "ISA not supported in decoder",
+            DecodeError::UnsupportedPacket => "Packet not supported in decoder",
+            DecodeError::BadDecodePacket => "Reserved or unknown packet in decoder.",
+            DecodeError::CommitOverrun => "Overrun in commit packet stack - tried to commit more than available",
+            DecodeError::ReturnStackOverflow => {
+                "Internal return stack overflow checks failed - popped more than we pushed."
+            }
+            DecodeError::InvalidOpcode => "Illegal Opode found while decoding program memory.",
+            DecodeError::RangeLimitOverrun => {
+                "An optional limit on consecutive instructions in range during decode has been exceeded."
+            }
+            DecodeError::BadImage => "Inconsistent program memory image detected.",
+        }
+    }
+}
+
+impl From<InstrError> for DecodeError {
+    fn from(e: InstrError) -> Self {
+        match e {
+            InstrError::UnsupportedIsa => DecodeError::UnsupportedIsa,
+            InstrError::InvalidOpcode => DecodeError::InvalidOpcode,
+        }
+    }
+}
+
+/// What the decoder reports, in order.
+pub enum DecoderOutput<'a> {
+    Element(&'a Element),
+    /// A decoder message in OpenCSD's error format (no trailing newline: the
+    /// reference tool prints it unterminated).
+    Message(&'a str),
+}
+
+/// Decoder options that change its output (trc_pkt_lister flags and
+/// environment settings of the same names).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DecoderOptions {
+    /// Split source-address ranges on N atoms (`-src_addr_n`).
+    pub src_addr_n: bool,
+    /// Treat A64 opcodes with the top 16 bits clear as invalid (`-aa64_opcode_chk`).
+    pub aa64_opcode_check: bool,
+    /// Stop a range after this many instructions (OPENCSD_INSTR_RANGE_LIMIT); 0 = no limit.
+    pub instr_range_limit: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    NoSync,
+    WaitSync,
+    WaitTraceInfo,
+    Decode,
+    Resolve,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum P0Kind {
+    Atom,
+    Addr,
+    SrcAddr,
+    Ctxt,
+    TraceOn,
+    Excep,
+    ExcepRet,
+    Event,
+    Ts,
+    Cc,
+    TsCc,
+    Marker,
+    Q,
+    FuncRet,
+    TransTraceInit,
+    TransStart,
+    TransCommit,
+    TransFail,
+    Ite,
+    UnseenUncommitted,
+    TraceInfo,
+}
+
+/// An element waiting on the P0 stack.
+#[derive(Clone, Copy, Debug)]
+struct P0 {
+    kind: P0Kind,
+    /// A genuine P0 element: committed and cancelled by count.
+    is_p0: bool,
+    root: PacketType,
+    index: u64,
+    addr: u64,
+    addr_is: u8,
+    ctxt: PktContext,
+    atom_bits: u32,
+    atom_count: u8,
+    excep_num: u16,
+    prev_same: bool,
+    params: [u32; 3],
+    ite: (u8, u64),
+    q_count: u32,
+    q_has_addr: bool,
+}
+
+impl P0 {
+    fn new(kind: P0Kind, is_p0: bool, root: PacketType, index: u64) -> P0 {
+        P0 {
+            kind,
+            is_p0,
+            root,
+            index,
+            addr: 0,
+            addr_is: 0,
+            ctxt: PktContext::default(),
+            atom_bits: 0,
+            atom_count: 0,
+            excep_num: 0,
+            prev_same: false,
+            params: [0; 3],
+            ite: (0, 0),
+            q_count: 0,
+            q_has_addr: false,
+        }
+    }
+
+    /// Take the oldest atom: true for E.
+    fn commit_oldest(&mut self) -> bool {
+        let e = self.atom_bits & 1 == 1;
+        self.atom_count -= 1;
+        self.atom_bits >>= 1;
+        e
+    }
+
+    fn cancel_newest(&mut self, n: u32) -> u32 {
+        let k = n.min(self.atom_count as u32);
+        self.atom_count -= k as u8;
+        k
+    }
+
+    fn mispredict_newest(&mut self) {
+        if self.atom_count > 0 {
+            self.atom_bits ^= 1 << (self.atom_count - 1);
+        }
+    }
+}
+
+/// The return stack (ETMv4 TRCCONFIGR.RS): 16 entries, as OpenCSD keeps.
+#[derive(Clone, Debug, Default)]
+struct ReturnStack {
+    active: bool,
+    pop_pending: bool,
+    tinfo_wait_addr: bool,
+    head: usize,
+    entries: i32,
+    stack: [(u64, Isa); 16],
+}
+
+impl ReturnStack {
+    fn push(&mut self, addr: u64, isa: Isa) {
+        if self.active && !self.tinfo_wait_addr {
+            self.head = (self.head + 1) % 16;
+            self.stack[self.head] = (addr, isa);
+            if self.entries < 16 {
+                self.entries += 1;
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<(u64, Isa)> {
+        let mut r = None;
+        if self.active {
+            if self.entries > 0 {
+                r = Some(self.stack[self.head]);
+                self.head = (self.head + 15) % 16;
+            }
+            self.entries -= 1;
+            self.pop_pending = false;
+        }
+        r
+    }
+
+    fn flush(&mut self) {
+        self.head = 15;
+        self.entries = 0;
+        self.pop_pending = false;
+    }
+
+    fn overflow(&self) -> bool {
+        self.entries < 0
+    }
+
+    fn set_pop_pending(&mut self) {
+        if self.active {
+            self.pop_pending = true;
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct ElemRes {
+    commit: i64,
+    cancel: i64,
+    mispredict: bool,
+    discard: bool,
+}
+
+impl ElemRes {
+    fn any(&self) -> bool {
+        self.commit != 0 || self.cancel != 0 || self.mispredict || self.discard
+    }
+}
+
+/// Where the instruction walk is.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    addr: u64,
+    isa: Isa,
+    /// The last instruction decoded.
+    last: InstrInfo,
+    it: ItState,
+}
+
+/// Result of walking to the next waypoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WpRes {
+    Found,
+    Nacc,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Range {
+    start: u64,
+    end: u64,
+    count: u32,
+}
+
+/// The decoder for one trace source.
+pub struct Etm4Decoder {
+    cfg: Etm4Config,
+    opts: DecoderOptions,
+    image: Arc<MemoryImage>,
+    idec: DecodeOptions,
+    trace_id: u8,
+    state: State,
+    stack: VecDeque<P0>,
+    res: ElemRes,
+    /// Elements built for the current step, sent together.
+    out: Vec<Element>,
+    msg: String,
+    last_is: u8,
+    need_ctxt: bool,
+    need_addr: bool,
+    elem_pending_addr: bool,
+    is_64bit: bool,
+    context: PeContext,
+    prev_overflow: bool,
+    max_spec: i64,
+    spec_depth: i64,
+    walk: Walk,
+    rs: ReturnStack,
+    unsync_reason: UnsyncReason,
+    unsync_index: Option<u64>,
+    ete_first_ts_marker: bool,
+    next_range_check: Option<u64>,
+    index_curr: u64,
+    /// Elements of the ISA last set by a context (persistent element data).
+    elem_isa: Isa,
+    /// An error the decoder cannot resynchronise from: the data path stops.
+    fatal: bool,
+}
+
+fn calc_isa(is_64bit: bool, is: u8) -> Isa {
+    if is_64bit {
+        Isa::A64
+    } else if is == 1 {
+        Isa::T32
+    } else {
+        Isa::A32
+    }
+}
+
+impl Etm4Decoder {
+    pub fn new(cfg: &Etm4Config, image: Arc<MemoryImage>, opts: DecoderOptions) -> Etm4Decoder {
+        let idec = DecodeOptions {
+            arch: cfg.arch,
+            m_profile: cfg.profile == CoreProfile::Microcontroller,
+            wfi_wfe_branch: cfg.wfi_wfe_branch(),
+            dsb_dmb_waypoints: false,
+            aa64_opcode_check: opts.aa64_opcode_check,
+        };
+        let mut d = Etm4Decoder {
+            cfg: cfg.clone(),
+            opts,
+            image,
+            idec,
+            trace_id: cfg.trace_id(),
+            state: State::NoSync,
+            stack: VecDeque::with_capacity(64),
+            res: ElemRes::default(),
+            out: Vec::with_capacity(8),
+            msg: String::new(),
+            last_is: 0,
+            need_ctxt: true,
+            need_addr: true,
+            elem_pending_addr: false,
+            is_64bit: false,
+            context: PeContext::default(),
+            prev_overflow: false,
+            max_spec: cfg.max_spec_depth() as i64,
+            spec_depth: 0,
+            walk: Walk { addr: 0, isa: Isa::A32, last: InstrInfo::default(), it: ItState::default() },
+            rs: ReturnStack::default(),
+            unsync_reason: UnsyncReason::InitDecoder,
+            unsync_index: None,
+            ete_first_ts_marker: false,
+            next_range_check: None,
+            index_curr: 0,
+            elem_isa: Isa::A32,
+            fatal: false,
+        };
+        d.reset_state();
+        d.unsync_reason = UnsyncReason::InitDecoder;
+        d
+    }
+
+    /// True after an error the decoder cannot recover from; OpenCSD stops the
+    /// whole data path there ("Data Path fatal error").
+    pub fn is_fatal(&self) -> bool {
+        self.fatal
+    }
+
+    /// Back to the unsynchronised start state, as between the buffers of a
+    /// multi-session decode.
+    pub fn reset(&mut self) {
+        self.fatal = false;
+        self.reset_state();
+        self.state = State::NoSync;
+        self.unsync_reason = UnsyncReason::ResetDecoder;
+    }
+
+    fn reset_state(&mut self) {
+        self.spec_depth = 0;
+        self.need_ctxt = true;
+        self.need_addr = true;
+        self.elem_pending_addr = false;
+        self.prev_overflow = false;
+        self.res = ElemRes::default();
+        self.stack.clear();
+        self.unsync_reason = UnsyncReason::ResetDecoder;
+        self.unsync_index = None;
+        self.ete_first_ts_marker = false;
+        self.next_range_check = None;
+        self.out.clear();
+        self.rs = ReturnStack { active: self.cfg.return_stack(), ..Default::default() };
+        self.rs.flush();
+    }
+
+    // ---- output ----------------------------------------------------------
+
+    fn add(&mut self, index: u64, kind: ElementKind) {
+        self.out.push(Element { index, trace_id: self.trace_id, kind, isa: self.elem_isa, cycle_count: None });
+    }
+
+    fn send<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        for e in self.out.drain(..) {
+            sink(DecoderOutput::Element(&e));
+        }
+    }
+
+    fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, text: &str) {
+        self.msg.clear();
+        let _ = write!(
+            self.msg,
+            "DCD_ETMV4_{:04} : 0x{:04x} ({}) [{}]; ",
+            self.trace_id,
+            err.code(),
+            err.name(),
+            err.description()
+        );
+        if let Some(i) = index {
+            let _ = write!(self.msg, "TrcIdx={i}; CS ID={:02x}; ", self.trace_id);
+        }
+        self.msg.push_str(text);
+        let m = std::mem::take(&mut self.msg);
+        sink(DecoderOutput::Message(&m));
+        self.msg = m;
+    }
+
+    // ---- packet entry -----------------------------------------------------
+
+    /// Decode one packet.
+    pub fn packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
+        // Only the first chunk of unsynchronised bytes reaches the decoder.
+        if pkt.ptype == PacketType::NotSync && !pkt.first_not_sync {
+            return;
+        }
+        self.index_curr = pkt.index;
+        loop {
+            match self.state {
+                State::NoSync => {
+                    self.out.clear();
+                    self.add(self.index_curr, ElementKind::NoSync(self.unsync_reason));
+                    self.send(sink);
+                    self.state = State::WaitSync;
+                }
+                State::WaitSync => {
+                    if pkt.ptype == PacketType::Async {
+                        self.state = State::WaitTraceInfo;
+                    }
+                    return;
+                }
+                State::WaitTraceInfo => {
+                    self.need_ctxt = true;
+                    self.need_addr = true;
+                    if pkt.ptype == PacketType::TraceInfo {
+                        self.do_trace_info(pkt);
+                        self.state = State::Decode;
+                        self.rs.flush();
+                    } else if self.cfg.major_version() >= 5 && pkt.ptype == PacketType::Event {
+                        self.decode_packet(pkt, sink);
+                    }
+                    return;
+                }
+                State::Decode => {
+                    self.decode_packet(pkt, sink);
+                    if self.state != State::Resolve {
+                        return;
+                    }
+                }
+                State::Resolve => {
+                    self.resolve(sink);
+                    if self.state != State::Resolve {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// End of trace: flush what can be, then the end-of-trace element.
+    pub fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        self.out.clear();
+        while let Some(e) = self.stack.front().copied() {
+            match e.kind {
+                P0Kind::TraceOn | P0Kind::Atom | P0Kind::Excep | P0Kind::ExcepRet | P0Kind::Q | P0Kind::UnseenUncommitted => {
+                    self.stack.clear();
+                    break;
+                }
+                P0Kind::TransStart if self.cfg.commit_trans() => {
+                    self.stack.clear();
+                    break;
+                }
+                P0Kind::TransFail | P0Kind::TransCommit if self.max_spec == 0 || self.spec_depth == 0 => {
+                    self.process_trans(&e);
+                }
+                P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(&e),
+                P0Kind::Marker => self.process_marker(&e),
+                P0Kind::Ite => self.process_ite(&e),
+                _ => {}
+            }
+            self.stack.pop_front();
+        }
+        let reason = if self.prev_overflow { UnsyncReason::Overflow } else { UnsyncReason::EndOfTrace };
+        self.add(self.index_curr, ElementKind::EndOfTrace(reason));
+        self.send(sink);
+    }
+
+    fn do_trace_info(&mut self, pkt: &Packet) {
+        let ti = &pkt.trace_info;
+        self.spec_depth = ti.spec_depth as i64;
+        for _ in 0..ti.spec_depth.min(1 << 16) {
+            self.stack.push_back(P0::new(P0Kind::UnseenUncommitted, true, pkt.ptype, pkt.index));
+        }
+        self.stack.push_back(P0::new(P0Kind::TraceInfo, false, pkt.ptype, pkt.index));
+        if ti.in_transaction() {
+            self.stack.push_back(P0::new(P0Kind::TransTraceInit, false, pkt.ptype, pkt.index));
+        }
+    }
+
+    fn push(&mut self, kind: P0Kind, is_p0: bool, pkt: &Packet) -> &mut P0 {
+        self.stack.push_back(P0::new(kind, is_p0, pkt.ptype, pkt.index));
+        self.stack.back_mut().unwrap()
+    }
+
+    fn decode_packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
+        use PacketType as P;
+        let mut is_addr = false;
+        match pkt.ptype {
+            P::Async | P::Ignore => {}
+            P::TraceInfo => {
+                self.push(P0Kind::TraceInfo, false, pkt);
+            }
+            P::TraceOn => {
+                self.push(P0Kind::TraceOn, false, pkt);
+            }
+            P::AtomF1 | P::AtomF2 | P::AtomF3 | P::AtomF4 | P::AtomF5 | P::AtomF6 => {
+                let e = self.push(P0Kind::Atom, true, pkt);
+                e.atom_bits = pkt.atom_bits;
+                e.atom_count = pkt.atom_count;
+                self.spec_depth += pkt.atom_count as i64;
+            }
+            P::Context => {
+                let last_is = self.last_is;
+                let e = self.push(P0Kind::Ctxt, false, pkt);
+                e.ctxt = pkt.context;
+                e.addr_is = last_is;
+            }
+            P::AddrMatch
+            | P::AddrCtxtL32Is0
+            | P::AddrCtxtL32Is1
+            | P::AddrCtxtL64Is0
+            | P::AddrCtxtL64Is1
+            | P::AddrL32Is0
+            | P::AddrL32Is1
+            | P::AddrL64Is0
+            | P::AddrL64Is1
+            | P::AddrShortIs0
+            | P::AddrShortIs1 => {
+                self.last_is = pkt.addr.isa;
+                if matches!(pkt.ptype, P::AddrCtxtL32Is0 | P::AddrCtxtL32Is1 | P::AddrCtxtL64Is0 | P::AddrCtxtL64Is1) {
+                    let e = self.push(P0Kind::Ctxt, false, pkt);
+                    e.ctxt = pkt.context;
+                    e.addr_is = pkt.addr.isa;
+                }
+                let e = self.push(P0Kind::Addr, false, pkt);
+                e.addr = pkt.addr.value;
+                e.addr_is = pkt.addr.isa;
+                is_addr = true;
+            }
+            P::SrcAddrMatch
+            | P::SrcAddrShortIs0
+            | P::SrcAddrShortIs1
+            | P::SrcAddrL32Is0
+            | P::SrcAddrL32Is1
+            | P::SrcAddrL64Is0
+            | P::SrcAddrL64Is1 => {
+                self.last_is = pkt.addr.isa;
+                let e = self.push(P0Kind::SrcAddr, true, pkt);
+                e.addr = pkt.addr.value;
+                e.addr_is = pkt.addr.isa;
+                self.spec_depth += 1;
+            }
+            P::Exception => {
+                let e = self.push(P0Kind::Excep, true, pkt);
+                e.prev_same = pkt.exception.addr_interp == 2;
+                e.excep_num = pkt.exception.number;
+                self.elem_pending_addr = true;
+            }
+            P::PeReset => {
+                let e = self.push(P0Kind::Excep, true, pkt);
+                e.excep_num = pkt.exception.number;
+            }
+            P::ExceptionReturn => {
+                let v7m = !self.cfg.arch_v8() && self.cfg.profile == CoreProfile::Microcontroller;
+                self.push(P0Kind::ExcepRet, v7m, pkt);
+                if v7m {
+                    self.spec_depth += 1;
+                }
+            }
+            P::Q => {
+                let e = self.push(P0Kind::Q, true, pkt);
+                e.q_count = pkt.q.count;
+                if pkt.q.addr_present {
+                    e.q_has_addr = true;
+                    e.addr = pkt.addr.value;
+                    e.addr_is = pkt.addr.isa;
+                    self.spec_depth += 1;
+                } else {
+                    self.elem_pending_addr = true;
+                }
+            }
+            P::FuncRet => {
+                if self.cfg.arch_v8() && self.cfg.profile == CoreProfile::Microcontroller {
+                    self.push(P0Kind::FuncRet, true, pkt);
+                    self.spec_depth += 1;
+                }
+            }
+            P::TimestampMarker => {
+                self.push(P0Kind::Marker, false, pkt);
+            }
+            P::TransStart => {
+                let p0 = self.cfg.commit_trans();
+                self.push(P0Kind::TransStart, p0, pkt);
+                if p0 {
+                    self.spec_depth += 1;
+                }
+            }
+            P::TransCommit => {
+                self.push(P0Kind::TransCommit, false, pkt);
+            }
+            P::TransFail => {
+                self.push(P0Kind::TransFail, false, pkt);
+            }
+            P::Ite => {
+                let e = self.push(P0Kind::Ite, false, pkt);
+                e.ite = (pkt.ite_el, pkt.ite_payload);
+            }
+            P::Event => {
+                let e = self.push(P0Kind::Event, false, pkt);
+                e.params[0] = pkt.event as u32;
+            }
+            P::CycleCountF1 | P::CycleCountF2 | P::CycleCountF3 => {
+                let e = self.push(P0Kind::Cc, false, pkt);
+                e.params[0] = pkt.cycle_count;
+                if pkt.commit_valid {
+                    self.res.commit = pkt.commit as i64;
+                }
+            }
+            P::Timestamp => {
+                let with_cc = self.cfg.cycle_counting();
+                let kind = if with_cc { P0Kind::TsCc } else { P0Kind::Ts };
+                let e = self.push(kind, false, pkt);
+                e.params[0] = pkt.timestamp as u32;
+                e.params[1] = (pkt.timestamp >> 32) as u32;
+                if with_cc {
+                    e.params[2] = if pkt.cc_valid { pkt.cycle_count } else { 0 };
+                }
+            }
+            P::Mispredict | P::CancelF1Mispredict | P::CancelF2 | P::CancelF3 => {
+                self.res.mispredict = true;
+                if pkt.atom_count > 0 {
+                    let e = self.push(P0Kind::Atom, true, pkt);
+                    e.atom_bits = pkt.atom_bits;
+                    e.atom_count = pkt.atom_count;
+                    self.spec_depth += pkt.atom_count as i64;
+                }
+                self.res.cancel = pkt.cancel as i64;
+            }
+            P::CancelF1 => self.res.cancel = pkt.cancel as i64,
+            P::Commit => self.res.commit = pkt.commit as i64,
+            P::Overflow => {
+                self.prev_overflow = true;
+                self.spec_depth = 0;
+                self.res.discard = true;
+            }
+            P::Discard => {
+                self.spec_depth = 0;
+                self.res.discard = true;
+            }
+            P::BadSequence => self.bad_packet(sink, pkt.index, "Bad byte sequence in packet."),
+            P::BadTraceMode => self.bad_packet(sink, pkt.index, "Invalid packet type for trace mode."),
+            P::Reserved => self.bad_packet(sink, pkt.index, "Reserved packet header"),
+            P::CondInstrF1
+            | P::CondInstrF2
+            | P::CondInstrF3
+            | P::CondFlush
+            | P::CondResultF1
+            | P::CondResultF2
+            | P::CondResultF3
+            | P::CondResultF4
+            | P::NumDataSyncMarker
+            | P::UnnumDataSyncMarker => {
+                // Conditional and data trace are not decoded (nor by OpenCSD, which
+                // stops there); resynchronise at the next sync point instead.
+                self.log(sink, DecodeError::UnsupportedPacket, Some(pkt.index), "Unsupported packet type.");
+                self.reset_state();
+                self.state = State::NoSync;
+                self.unsync_reason = UnsyncReason::BadPacket;
+            }
+            _ => self.bad_packet(sink, pkt.index, "Unknown packet type."),
+        }
+        if is_addr && self.elem_pending_addr {
+            self.spec_depth += 1;
+            self.elem_pending_addr = false;
+        }
+        if self.spec_depth > self.max_spec {
+            self.res.commit = self.spec_depth - self.max_spec;
+        }
+        if self.state == State::Decode && self.res.any() {
+            self.state = State::Resolve;
+        }
+    }
+
+    fn bad_packet<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, why: &str) {
+        self.log(sink, DecodeError::BadDecodePacket, Some(index), why);
+        self.reset_state();
+        self.state = State::NoSync;
+        self.unsync_reason = UnsyncReason::BadPacket;
+        self.unsync_index = Some(index);
+    }
+
+    /// A sequence error while resolving: log, resynchronise.
+    fn seq_error<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, why: &str) {
+        self.log(sink, err, index, why);
+        self.reset_state();
+        self.state = State::NoSync;
+        self.unsync_reason = UnsyncReason::BadPacket;
+        self.unsync_index = index;
+    }
+
+    fn resolve<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        loop {
+            if !self.out.is_empty() {
+                self.send(sink);
+            } else if self.res.any() {
+                let mut ok = true;
+                if self.res.commit != 0 {
+                    ok = self.commit_elements(sink);
+                }
+                if self.res.commit == 0 && ok {
+                    if self.res.cancel != 0 {
+                        ok = self.cancel_elements(sink);
+                    }
+                    if ok && self.res.mispredict {
+                        ok = self.mispredict(sink);
+                    }
+                    if ok && self.res.discard {
+                        self.discard_elements();
+                    }
+                }
+                if !ok {
+                    self.send(sink);
+                    if self.state == State::NoSync {
+                        if let Some(i) = self.unsync_index.take() {
+                            self.add(i, ElementKind::NoSync(self.unsync_reason));
+                            self.send(sink);
+                        }
+                        self.state = State::WaitSync;
+                    } else {
+                        self.fatal = true;
+                    }
+                    return;
+                }
+            }
+            if self.out.is_empty() && !self.res.any() {
+                if self.state == State::Resolve {
+                    self.state = State::Decode;
+                }
+                return;
+            }
+        }
+    }
+
+    // ---- resolution -------------------------------------------------------
+
+    fn commit_elements<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
+        let requested = self.res.commit;
+        let mut err_index = None;
+        let mut ok = true;
+        self.out.clear();
+        let mut context_flush = false;
+        while self.res.commit > 0 && ok && !context_flush {
+            let Some(mut e) = self.stack.front().copied() else {
+                self.seq_error(sink, DecodeError::CommitOverrun, err_index, "Not enough elements to commit");
+                self.res.commit = 0;
+                ok = false;
+                break;
+            };
+            err_index = Some(e.index);
+            let mut pop = true;
+            match e.kind {
+                P0Kind::TraceOn => {
+                    self.next_range_check = None;
+                    let reason = if self.prev_overflow { TraceOnReason::Overflow } else { TraceOnReason::Normal };
+                    self.add(e.index, ElementKind::TraceOn(reason));
+                    self.prev_overflow = false;
+                    self.rs.flush();
+                }
+                P0Kind::Addr => {
+                    self.rs.pop_pending = false;
+                    self.rs.tinfo_wait_addr = false;
+                    self.walk.addr = e.addr;
+                    self.walk.isa = calc_isa(self.is_64bit, e.addr_is);
+                    self.need_addr = false;
+                }
+                P0Kind::Ctxt => {
+                    if e.ctxt.updated {
+                        self.update_context(&e, e.index);
+                        context_flush = true;
+                    }
+                }
+                P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(&e),
+                P0Kind::Marker => self.process_marker(&e),
+                P0Kind::Atom => {
+                    while e.atom_count > 0 && self.res.commit > 0 && ok {
+                        let taken = e.commit_oldest();
+                        ok = self.return_stack_pop(sink);
+                        if !ok {
+                            break;
+                        }
+                        if !self.need_ctxt && !self.need_addr {
+                            ok = self.process_atom(sink, taken, &e);
+                            if !ok {
+                                break;
+                            }
+                        }
+                        self.res.commit -= 1;
+                    }
+                    if e.atom_count > 0 {
+                        pop = false;
+                        if let Some(f) = self.stack.front_mut() {
+                            *f = e;
+                        }
+                    }
+                }
+                P0Kind::Excep => {
+                    ok = self.return_stack_pop(sink);
+                    if ok {
+                        self.next_range_check = None;
+                        ok = self.process_exception(sink, &e);
+                        self.res.commit -= 1;
+                    }
+                }
+                P0Kind::ExcepRet => {
+                    self.next_range_check = None;
+                    self.add(e.index, ElementKind::ExceptionReturn);
+                    if e.is_p0 {
+                        self.res.commit -= 1;
+                    }
+                }
+                P0Kind::FuncRet => {
+                    if e.is_p0 {
+                        self.res.commit -= 1;
+                    }
+                }
+                P0Kind::SrcAddr => {
+                    self.next_range_check = None;
+                    ok = self.process_source_address(sink, &e);
+                    self.res.commit -= 1;
+                }
+                P0Kind::Q => {
+                    self.next_range_check = None;
+                    ok = self.process_q(sink, &e);
+                    self.res.commit -= 1;
+                }
+                P0Kind::TransStart | P0Kind::TransCommit | P0Kind::TransFail | P0Kind::TransTraceInit => {
+                    if e.kind == P0Kind::TransStart && self.cfg.commit_trans() {
+                        self.res.commit -= 1;
+                    }
+                    self.next_range_check = None;
+                    self.process_trans(&e);
+                }
+                P0Kind::Ite => self.process_ite(&e),
+                P0Kind::UnseenUncommitted => self.res.commit -= 1,
+                P0Kind::TraceInfo => {
+                    self.rs.tinfo_wait_addr = true;
+                    self.rs.flush();
+                }
+            }
+            if !ok {
+                break;
+            }
+            if pop {
+                // Exceptions and Q elements may have consumed the elements after them.
+                self.stack.pop_front();
+            }
+        }
+        self.spec_depth -= requested - self.res.commit;
+        ok
+    }
+
+    fn return_stack_pop<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
+        if self.rs.pop_pending {
+            let popped = self.rs.pop();
+            if self.rs.overflow() {
+                self.seq_error(sink, DecodeError::ReturnStackOverflow, None, "Trace Return Stack Overflow.");
+                return false;
+            }
+            if let Some((addr, isa)) = popped {
+                self.walk.addr = addr;
+                self.walk.isa = isa;
+                self.need_addr = false;
+            }
+        }
+        true
+    }
+
+    fn mem_space(&self) -> MemSpace {
+        let c = &self.context;
+        match c.security {
+            Security::Root => MemSpace::ROOT,
+            Security::Realm => match c.el {
+                0 | 1 => MemSpace::EL1R,
+                2 => MemSpace::EL2R,
+                _ => MemSpace::R,
+            },
+            Security::Secure => match c.el {
+                3 => MemSpace::EL3,
+                2 => MemSpace::EL2S,
+                _ => MemSpace::EL1S,
+            },
+            Security::NonSecure => match c.el {
+                2 => MemSpace::EL2,
+                _ => MemSpace::EL1N,
+            },
+        }
+    }
+
+    fn update_context(&mut self, e: &P0, index: u64) {
+        let c = e.ctxt;
+        self.is_64bit = c.sf;
+        let security = match (c.nse, c.ns) {
+            (true, true) => Security::Realm,
+            (true, false) => Security::Root,
+            (false, true) => Security::NonSecure,
+            (false, false) => Security::Secure,
+        };
+        // VMID and context ID persist in the element from earlier contexts.
+        let ctx = PeContext {
+            security,
+            el: c.el,
+            el_valid: true,
+            aarch64: c.sf,
+            vmid: if c.updated_vmid { Some(c.vmid) } else { self.context.vmid },
+            context_id: if c.updated_cid { Some(c.context_id) } else { self.context.context_id },
+        };
+        self.elem_isa = calc_isa(self.is_64bit, e.addr_is);
+        self.walk.isa = self.elem_isa;
+        self.context = ctx;
+        self.add(index, ElementKind::PeContext(ctx));
+        self.need_ctxt = false;
+    }
+
+    fn process_ts_cc_event(&mut self, e: &P0) {
+        let permit_ts = !self.cfg.has_ts_marker() || self.ete_first_ts_marker;
+        match e.kind {
+            P0Kind::Event => self.add(e.index, ElementKind::Event { number: e.params[0] as u16 }),
+            P0Kind::Ts if permit_ts => {
+                self.add(e.index, ElementKind::Timestamp { value: e.params[0] as u64 | (e.params[1] as u64) << 32 })
+            }
+            P0Kind::Cc => {
+                self.add(e.index, ElementKind::CycleCount);
+                self.out.last_mut().unwrap().cycle_count = Some(e.params[0]);
+            }
+            P0Kind::TsCc if permit_ts => {
+                self.add(e.index, ElementKind::Timestamp { value: e.params[0] as u64 | (e.params[1] as u64) << 32 });
+                self.out.last_mut().unwrap().cycle_count = Some(e.params[2]);
+            }
+            _ => {}
+        }
+    }
+
+    fn process_marker(&mut self, e: &P0) {
+        if self.cfg.has_ts_marker() {
+            self.ete_first_ts_marker = true;
+        }
+        self.add(e.index, ElementKind::TimestampMarker { value: 0 });
+    }
+
+    fn process_trans(&mut self, e: &P0) {
+        let t = match e.kind {
+            P0Kind::TransTraceInit => MemTrans::TraceInit,
+            P0Kind::TransStart => MemTrans::Start,
+            P0Kind::TransCommit => MemTrans::Commit,
+            _ => MemTrans::Fail,
+        };
+        self.add(e.index, ElementKind::MemTrans(t));
+    }
+
+    fn process_ite(&mut self, e: &P0) {
+        self.add(e.index, ElementKind::Instrumentation { el: e.ite.0, value: e.ite.1 });
+    }
+
+    /// Decode the instruction at the walk address. `Ok(None)` when the memory is
+    /// not accessible.
+    fn decode_at(&mut self, addr: u64) -> Result<Option<InstrInfo>, DecodeError> {
+        let space = self.mem_space();
+        let isa = self.walk.isa;
+        let info = match isa {
+            Isa::A64 | Isa::A32 => match self.image.read_u32(addr, space) {
+                Some(op) => instr::decode(isa, op, 0, addr, &self.idec, &mut self.walk.it),
+                None => return Ok(None),
+            },
+            Isa::T32 => {
+                let Some(first) = self.image.read_u16(addr, space) else { return Ok(None) };
+                if instr::t32_is_32bit(first) {
+                    match self.image.read_u16(addr + 2, space) {
+                        Some(second) => instr::decode(isa, first as u32, second, addr, &self.idec, &mut self.walk.it),
+                        None => return Ok(None),
+                    }
+                } else {
+                    instr::decode(isa, first as u32, 0, addr, &self.idec, &mut self.walk.it)
+                }
+            }
+            _ => return Err(DecodeError::UnsupportedIsa),
+        };
+        Ok(Some(info?))
+    }
+
+    /// Walk from the current address to the next waypoint (or to `to` when
+    /// given), as OpenCSD's `traceInstrToWP`.
+    fn trace_to_waypoint(&mut self, to: Option<u64>) -> Result<(Range, WpRes), DecodeError> {
+        let mut r = Range { start: self.walk.addr, end: self.walk.addr, count: 0 };
+        loop {
+            let addr = self.walk.addr;
+            let Some(info) = self.decode_at(addr)? else {
+                r.end = self.walk.addr;
+                return Ok((r, WpRes::Nacc));
+            };
+            self.walk.last = info;
+            self.walk.addr = addr.wrapping_add(info.size as u64);
+            r.count += 1;
+            if self.opts.instr_range_limit > 0 && r.count > self.opts.instr_range_limit {
+                return Err(DecodeError::RangeLimitOverrun);
+            }
+            let found = match to {
+                Some(t) => self.walk.addr == t,
+                None => info.itype != InstrType::Other,
+            };
+            if found {
+                r.end = self.walk.addr;
+                return Ok((r, WpRes::Found));
+            }
+        }
+    }
+
+    fn range_element(&mut self, index: u64, r: Range, executed: bool, info: &InstrInfo, isa: Isa) {
+        self.out.push(Element {
+            index,
+            trace_id: self.trace_id,
+            kind: ElementKind::InstrRange {
+                start: r.start,
+                end: r.end,
+                count: r.count,
+                last_type: info.itype,
+                last_subtype: info.subtype,
+                last_size: info.size,
+                executed,
+                conditional: info.conditional,
+            },
+            isa,
+            cycle_count: None,
+        });
+    }
+
+    /// Emit the range the walk just covered; a taken branch switches ISA.
+    fn set_range(&mut self, index: u64, r: Range, executed: bool) {
+        let info = self.walk.last;
+        let isa = self.walk.isa;
+        self.range_element(index, r, executed, &info, isa);
+        if executed {
+            self.walk.isa = info.next_isa;
+        }
+    }
+
+    fn walk_error<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: u64, what: &str) -> bool {
+        match err {
+            DecodeError::UnsupportedIsa => {
+                self.need_addr = true;
+                self.need_ctxt = true;
+                self.log(sink, err, Some(index), &format!("Warning: unsupported instruction set processing {what} packet."));
+                true
+            }
+            DecodeError::RangeLimitOverrun => {
+                self.log(sink, err, None, "Decode Instruction Range Limit Overrun");
+                self.seq_error(sink, err, Some(index), &format!("Error processing {what} packet."));
+                false
+            }
+            DecodeError::InvalidOpcode => {
+                self.log(sink, err, None, "Invalid AA64 opcode");
+                self.seq_error(sink, err, Some(index), &format!("Error processing {what} packet."));
+                false
+            }
+            _ => {
+                self.seq_error(sink, err, Some(index), &format!("Error processing {what} packet."));
+                false
+            }
+        }
+    }
+
+    fn nacc(&mut self, index: u64, addr: u64) {
+        let space = self.mem_space();
+        self.add(index, ElementKind::AddrNotAccessible { addr, space });
+    }
+
+    fn process_atom<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, taken: bool, e: &P0) -> bool {
+        let (r, res) = match self.trace_to_waypoint(None) {
+            Ok(v) => v,
+            Err(err) => return self.walk_error(sink, err, e.index, "atom"),
+        };
+        let mut ete_eret = false;
+        if res == WpRes::Found {
+            let next = self.walk.addr;
+            let info = self.walk.last;
+            match info.itype {
+                InstrType::Branch => {
+                    if taken {
+                        self.walk.addr = info.target;
+                        if info.link {
+                            self.rs.push(next, self.walk.isa);
+                        }
+                    }
+                }
+                InstrType::IndirectBranch => {
+                    if taken {
+                        self.need_addr = true;
+                        if info.link {
+                            self.rs.push(next, self.walk.isa);
+                        }
+                        self.rs.set_pop_pending();
+                        if self.cfg.major_version() >= 5 && info.subtype == InstrSubtype::ExceptionReturn {
+                            ete_eret = true;
+                        }
+                    }
+                }
+                _ => {}
+            }
+            self.set_range(e.index, r, taken);
+            if let Some(expect) = self.next_range_check {
+                if expect != r.start {
+                    self.bad_image(sink, e.index, "Discontinuous ranges - Inconsistent program image for decode\n");
+                    return false;
+                }
+            }
+            self.next_range_check = if taken { None } else { Some(next) };
+            if ete_eret {
+                self.add(e.index, ElementKind::ExceptionReturn);
+            }
+        } else {
+            self.need_addr = true;
+            self.next_range_check = None;
+            if r.start != r.end {
+                self.set_range(e.index, r, true);
+            }
+            let a = self.walk.addr;
+            self.nacc(e.index, a);
+        }
+        true
+    }
+
+    fn bad_image<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, why: &str) {
+        self.log(sink, DecodeError::BadImage, Some(index), why);
+        self.reset_state();
+        self.state = State::NoSync;
+        self.unsync_reason = UnsyncReason::BadImage;
+    }
+
+    fn process_exception<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, e: &P0) -> bool {
+        let index = e.index;
+        let reset = e.root == PacketType::PeReset;
+        let branch_target = e.prev_same;
+        let mut ctxt: Option<P0> = None;
+        let mut ret_addr = 0u64;
+        let mut consumed = 0usize;
+        if !reset {
+            let mut i = 1;
+            if let Some(c) = self.stack.get(i).filter(|c| c.kind == P0Kind::Ctxt) {
+                ctxt = Some(*c);
+                i += 1;
+            }
+            let Some(a) = self.stack.get(i).filter(|a| a.kind == P0Kind::Addr).copied() else {
+                let cur = self.index_curr;
+                self.seq_error(sink, DecodeError::BadPacketSeq, Some(cur), "Address missing in exception packet.");
+                return false;
+            };
+            consumed = i;
+            ret_addr = a.addr;
+            if branch_target {
+                let b64 = ctxt.map(|c| c.ctxt.sf).unwrap_or(self.walk.isa == Isa::A64);
+                self.walk.addr = ret_addr;
+                self.walk.isa = if a.addr_is == 0 {
+                    if b64 {
+                        Isa::A64
+                    } else {
+                        Isa::A32
+                    }
+                } else {
+                    Isa::T32
+                };
+                self.need_addr = false;
+            }
+        }
+        if let Some(c) = ctxt {
+            self.update_context(&c, index);
+        }
+        let mut m_tail_chain = false;
+        if !reset {
+            if self.cfg.profile == CoreProfile::Microcontroller {
+                m_tail_chain = ret_addr == 0xffff_fffe;
+            }
+            if self.walk.addr < ret_addr && !m_tail_chain {
+                match self.trace_to_waypoint(Some(ret_addr)) {
+                    Err(err) => {
+                        if err == DecodeError::UnsupportedIsa {
+                            self.need_addr = true;
+                            self.need_ctxt = true;
+                            self.log(sink, err, Some(index), "Warning: unsupported instruction set processing exception packet.");
+                        } else {
+                            self.log(sink, err, Some(index), "Error processing exception packet.");
+                        }
+                        return false;
+                    }
+                    Ok((r, res)) => {
+                        if res == WpRes::Found || r.start != r.end {
+                            if res != WpRes::Found {
+                                self.need_addr = true;
+                            }
+                            self.set_range(index, r, true);
+                        } else {
+                            self.need_addr = true;
+                        }
+                        if res == WpRes::Nacc {
+                            let a = self.walk.addr;
+                            self.nacc(index, a);
+                        }
+                    }
+                }
+            }
+        }
+        self.add(
+            index,
+            ElementKind::Exception {
+                number: e.excep_num as u32,
+                ret_addr: if reset || m_tail_chain { None } else { Some(ret_addr) },
+                ret_addr_is_branch_target: branch_target,
+                m_tail_chain,
+            },
+        );
+        // The context and address elements belong to the exception: drop them.
+        for _ in 0..consumed {
+            self.stack.remove(1);
+        }
+        true
+    }
+
+    fn process_source_address<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, e: &P0) -> bool {
+        let src = e.addr;
+        let cur = self.walk.addr;
+        let split_on_n = self.opts.src_addr_n;
+        let space = self.mem_space();
+        let saved = self.walk.addr;
+        self.walk.addr = src;
+        let info = match self.decode_at(src) {
+            Ok(Some(i)) => i,
+            Ok(None) => {
+                self.walk.addr = saved;
+                self.add(e.index, ElementKind::AddrNotAccessible { addr: src, space });
+                return true;
+            }
+            Err(err) => {
+                self.log(sink, err, Some(e.index), "Instruction decode error processing source address packet.");
+                return false;
+            }
+        };
+        self.walk.last = info;
+        self.walk.addr = src.wrapping_add(info.size as u64);
+        let mut out = Range { start: cur, end: self.walk.addr, count: 1 };
+        if self.need_addr || cur > src {
+            self.need_addr = false;
+            out.start = src;
+        }
+        if out.end - out.start > info.size as u64 {
+            if self.walk.isa != Isa::T32 && !split_on_n {
+                out.count = ((out.end - out.start) / 4) as u32;
+            } else {
+                // Count (and with -src_addr_n, split at) the instructions in between.
+                let mut a = out.start;
+                out.count = 0;
+                let mut it = self.walk.it;
+                while a < out.end {
+                    let isa = self.walk.isa;
+                    let got = match isa {
+                        Isa::T32 => self.image.read_u16(a, space).and_then(|f| {
+                            if instr::t32_is_32bit(f) {
+                                self.image.read_u16(a + 2, space).map(|s| (f as u32, s))
+                            } else {
+                                Some((f as u32, 0))
+                            }
+                        }),
+                        _ => self.image.read_u32(a, space).map(|w| (w, 0)),
+                    };
+                    let Some((w, s)) = got else {
+                        self.add(e.index, ElementKind::AddrNotAccessible { addr: src, space });
+                        out = Range { start: src, end: self.walk.addr, count: 1 };
+                        break;
+                    };
+                    let i = match instr::decode(isa, w, s, a, &self.idec, &mut it) {
+                        Ok(i) => i,
+                        Err(err) => {
+                            self.log(sink, err.into(), Some(e.index), "Instruction decode error processing source address packet.");
+                            return false;
+                        }
+                    };
+                    a += i.size as u64;
+                    out.count += 1;
+                    if split_on_n && a < out.end && i.itype != InstrType::Other {
+                        let mid = Range { start: out.start, end: a, count: out.count };
+                        self.range_element(e.index, mid, false, &i, isa);
+                        out.start = a;
+                        out.count = 0;
+                    }
+                }
+            }
+        }
+        let next = self.walk.addr;
+        match info.itype {
+            InstrType::Branch => {
+                if info.link {
+                    self.rs.push(next, self.walk.isa);
+                }
+                self.walk.addr = info.target;
+            }
+            InstrType::IndirectBranch => {
+                self.need_addr = true;
+                if info.link {
+                    self.rs.push(next, self.walk.isa);
+                }
+                self.rs.set_pop_pending();
+            }
+            _ => {}
+        }
+        let isa = self.walk.isa;
+        self.walk.isa = info.next_isa;
+        self.range_element(e.index, out, true, &info, isa);
+        true
+    }
+
+    fn process_q<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, e: &P0) -> bool {
+        let (q_addr, q_is) = if e.q_has_addr {
+            (e.addr, e.addr_is)
+        } else {
+            let mut i = 1;
+            let ctxt = self.stack.get(i).filter(|c| c.kind == P0Kind::Ctxt).copied();
+            if ctxt.is_some() {
+                i += 1;
+            }
+            let Some(a) = self.stack.get(i).filter(|a| a.kind == P0Kind::Addr).copied() else {
+                self.log(sink, DecodeError::BadPacketSeq, Some(e.index), "Address missing in Q packet.");
+                return false;
+            };
+            // The address belongs to the Q element; a context stays queued after it.
+            self.stack.remove(i);
+            (a.addr, a.addr_is)
+        };
+        let mut r = Range { start: self.walk.addr, end: self.walk.addr, count: 0 };
+        let mut is_branch = false;
+        for _ in 0..e.q_count {
+            let a = self.walk.addr;
+            match self.decode_at(a) {
+                Ok(Some(info)) => {
+                    self.walk.last = info;
+                    self.walk.addr = a.wrapping_add(info.size as u64);
+                    r.count += 1;
+                    is_branch = matches!(info.itype, InstrType::Branch | InstrType::IndirectBranch);
+                    if is_branch {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        let mut incomplete = true;
+        if e.q_count > 0 && r.count == e.q_count && (self.walk.addr == q_addr || is_branch) {
+            incomplete = false;
+            r.end = self.walk.addr;
+            self.set_range(e.index, r, true);
+        }
+        if incomplete {
+            let isa = calc_isa(self.is_64bit, q_is);
+            self.out.push(Element {
+                index: e.index,
+                trace_id: self.trace_id,
+                kind: ElementKind::RangeNoPath { start: r.start, next: q_addr, count: e.q_count },
+                isa,
+                cycle_count: None,
+            });
+        }
+        self.walk.addr = q_addr;
+        self.walk.isa = calc_isa(self.is_64bit, q_is);
+        self.need_addr = false;
+        true
+    }
+
+    fn cancel_elements<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
+        let requested = self.res.cancel;
+        let mut kept: Vec<P0> = Vec::new();
+        let mut ok = true;
+        while self.res.cancel > 0 {
+            let Some(mut e) = self.stack.pop_back() else {
+                let cur = self.index_curr;
+                self.seq_error(sink, DecodeError::CommitOverrun, Some(cur), "Not enough elements to cancel");
+                self.res.cancel = 0;
+                ok = false;
+                break;
+            };
+            if e.is_p0 {
+                if e.kind == P0Kind::Atom {
+                    self.res.cancel -= e.cancel_newest(self.res.cancel as u32) as i64;
+                    if e.atom_count > 0 {
+                        self.stack.push_back(e);
+                    }
+                } else {
+                    self.res.cancel -= 1;
+                }
+            } else if matches!(e.kind, P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc | P0Kind::Marker | P0Kind::Ite) {
+                // Time and events are not speculative: keep them.
+                kept.push(e);
+            }
+        }
+        while let Some(e) = kept.pop() {
+            self.stack.push_back(e);
+        }
+        if ok {
+            self.spec_depth -= requested - self.res.cancel;
+        }
+        ok
+    }
+
+    fn mispredict<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
+        let mut found = false;
+        let mut i = self.stack.len();
+        while i > 0 {
+            i -= 1;
+            match self.stack[i].kind {
+                P0Kind::Atom => {
+                    self.stack[i].mispredict_newest();
+                    found = true;
+                    break;
+                }
+                P0Kind::Addr => {
+                    self.stack.remove(i);
+                }
+                P0Kind::UnseenUncommitted => {
+                    found = true;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        self.res.mispredict = false;
+        if !found {
+            let cur = self.index_curr;
+            self.seq_error(sink, DecodeError::CommitOverrun, Some(cur), "Not found mispredict atom");
+        }
+        found
+    }
+
+    fn discard_elements(&mut self) {
+        while let Some(e) = self.stack.pop_front() {
+            match e.kind {
+                P0Kind::Marker => self.process_marker(&e),
+                P0Kind::Ite => self.process_ite(&e),
+                _ => self.process_ts_cc_event(&e),
+            }
+        }
+        self.res = ElemRes::default();
+        self.spec_depth = 0;
+        self.state = State::NoSync;
+        self.unsync_reason = if self.prev_overflow { UnsyncReason::Overflow } else { UnsyncReason::Discard };
+        self.need_ctxt = true;
+        self.need_addr = true;
+        self.elem_pending_addr = false;
+    }
+}
