@@ -494,8 +494,9 @@ impl Etm4Decoder {
                     }
                 }
                 State::Resolve => {
-                    self.resolve(sink);
-                    if self.state != State::Resolve {
+                    // A discard or overflow leaves the decoder unsynchronised: the
+                    // next turn reports it against this packet.
+                    if self.resolve(sink) {
                         return;
                     }
                 }
@@ -754,7 +755,9 @@ impl Etm4Decoder {
         self.unsync_index = index;
     }
 
-    fn resolve<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+    /// Resolve commits, cancels, mispredicts and discards. Returns true when the
+    /// current packet is done with.
+    fn resolve<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
         loop {
             if !self.out.is_empty() {
                 self.send(sink);
@@ -785,14 +788,15 @@ impl Etm4Decoder {
                     } else {
                         self.fatal = true;
                     }
-                    return;
+                    return true;
                 }
             }
             if self.out.is_empty() && !self.res.any() {
                 if self.state == State::Resolve {
                     self.state = State::Decode;
+                    return true;
                 }
-                return;
+                return self.state != State::NoSync;
             }
         }
     }

@@ -1,7 +1,7 @@
-//! Golden packet test: every ETE/ETMv4 capture under ../shared/fixtures/opencsd,
-//! decoded with `tracesight decode --packets --format opencsd`, must list the same
-//! packets as OpenCSD 1.8.0's trc_pkt_lister (the `expected/*.ppl` goldens), as
-//! judged by ../shared/tools/ppl-compare.
+//! Golden test: every ETE/ETMv4 capture under ../shared/fixtures/opencsd, decoded
+//! with `tracesight decode --format opencsd`, must list the same packets and the
+//! same decoded elements as OpenCSD 1.8.0's trc_pkt_lister (the
+//! `expected/*.ppl` goldens), as judged by ../shared/tools/ppl-compare.
 //!
 //! The test walks the fixture directory and each snapshot's
 //! `expected/COMMANDS.txt`, so a capture added later is tested with no change
@@ -28,6 +28,8 @@ fn ppl_compare() -> PathBuf {
 struct GoldenRun {
     golden: String,
     args: Vec<String>,
+    /// Environment settings of the command (OPENCSD_...=...).
+    env: Vec<(String, String)>,
 }
 
 fn parse_commands(text: &str) -> Vec<GoldenRun> {
@@ -37,7 +39,11 @@ fn parse_commands(text: &str) -> Vec<GoldenRun> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        // Environment assignments (OPENCSD_...=...) only change element decode.
+        let env: Vec<(String, String)> = line
+            .split_whitespace()
+            .take_while(|w| w.contains('='))
+            .filter_map(|w| w.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
         let words: Vec<&str> = line.split_whitespace().skip_while(|w| w.contains('=')).collect();
         if words.first() != Some(&"trc_pkt_lister") {
             continue;
@@ -59,22 +65,25 @@ fn parse_commands(text: &str) -> Vec<GoldenRun> {
             }
         }
         if let Some(golden) = golden {
-            runs.push(GoldenRun { golden, args });
+            runs.push(GoldenRun { golden, args, env });
         }
     }
     runs
 }
 
-/// Map trc_pkt_lister options to ours; `Err` names what we cannot map.
-fn map_args(args: &[String]) -> Result<Vec<String>, String> {
-    let mut out = vec!["decode".to_string(), "--packets".to_string()];
-    let mut listed = false;
+/// Map trc_pkt_lister options to ours; `Err` names what we cannot map. The
+/// second value says whether elements are listed (and compared).
+fn map_args(args: &[String]) -> Result<(Vec<String>, bool), String> {
+    let mut out = vec!["decode".to_string()];
+    let mut level = None;
     let mut i = 0;
     while i < args.len() {
         match args[i].as_str() {
-            "-decode" | "-pkt_mon" => listed = true,
-            // Options that only change element decode or timing.
-            "-no_time_print" | "-src_addr_n" | "-aa64_opcode_chk" => {}
+            "-decode" => level = Some(true),
+            "-pkt_mon" => level = Some(false),
+            "-no_time_print" => {}
+            "-src_addr_n" => out.push("--src-addr-n".into()),
+            "-aa64_opcode_chk" => out.push("--aa64-opcode-check".into()),
             "-multi_session" => out.push("--multi-session".into()),
             "-dstream_format" => out.push("--dstream".into()),
             "-src_name" => {
@@ -86,10 +95,14 @@ fn map_args(args: &[String]) -> Result<Vec<String>, String> {
         }
         i += 1;
     }
-    if !listed {
-        return Err("listing without raw packet bytes (no -decode)".into());
+    match level {
+        None => Err("listing without raw packet bytes (no -decode)".into()),
+        Some(false) => {
+            out.push("--packets".into());
+            Ok((out, false))
+        }
+        Some(true) => Ok((out, true)),
     }
-    Ok(out)
 }
 
 /// The trace IDs whose packet lines belong to ETE/ETMv4 for this run, or None
@@ -116,6 +129,13 @@ fn etm4_ids(snap: &Snapshot, args: &[String]) -> Option<Vec<String>> {
     ids.sort();
     ids.dedup();
     (!ids.is_empty()).then_some(ids)
+}
+
+/// "packets total: expected 5, actual 5, ..." -> "5 packets".
+fn summary(total: &str) -> String {
+    let kind = total.split_whitespace().next().unwrap_or("");
+    let n = total.split("expected ").nth(1).and_then(|r| r.split(',').next()).unwrap_or("?");
+    format!("{n} {kind} identical")
 }
 
 fn read_golden(path: &Path) -> String {
@@ -157,7 +177,7 @@ enum Outcome {
 }
 
 fn check_run(snap_dir: &Path, snap: &Snapshot, run: &GoldenRun, work: &Path) -> Outcome {
-    let mut ours = match map_args(&run.args) {
+    let (mut ours, elements) = match map_args(&run.args) {
         Ok(a) => a,
         Err(why) => return Outcome::Skipped(why),
     };
@@ -173,7 +193,12 @@ fn check_run(snap_dir: &Path, snap: &Snapshot, run: &GoldenRun, work: &Path) -> 
     ours.insert(1, snap_dir.display().to_string());
     ours.push("-o".into());
     ours.push(out_file.display().to_string());
-    let status = Command::new(env!("CARGO_BIN_EXE_tracesight")).args(&ours).output().expect("run tracesight");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tracesight"));
+    cmd.args(&ours).env_remove("OPENCSD_INSTR_RANGE_LIMIT").env_remove("OPENCSD_ERR_ON_AA64_BAD_OPCODE");
+    for (k, v) in &run.env {
+        cmd.env(k, v);
+    }
+    let status = cmd.output().expect("run tracesight");
     if !out_file.exists() {
         return Outcome::Different(format!(
             "tracesight wrote nothing: {}",
@@ -184,13 +209,14 @@ fn check_run(snap_dir: &Path, snap: &Snapshot, run: &GoldenRun, work: &Path) -> 
         .arg(ppl_compare())
         .arg(&golden)
         .arg(&out_file)
-        .args(["--packets-only", "--quiet", "--ids", &ids.join(",")])
+        .arg(if elements { "--packets" } else { "--packets-only" })
+        .args(["--quiet", "--ids", &ids.join(",")])
         .output()
         .expect("python3 runs ppl-compare");
     let report = String::from_utf8_lossy(&cmp.stdout).into_owned();
-    let total = report.lines().last().unwrap_or("").to_string();
-    if cmp.status.success() && total.contains("IDENTICAL") {
-        return Outcome::Identical(total);
+    let totals: Vec<&str> = report.lines().filter(|l| l.contains(" total: ")).collect();
+    if cmp.status.success() && totals.iter().all(|t| t.contains("IDENTICAL")) {
+        return Outcome::Identical(totals.iter().map(|t| summary(t)).collect::<Vec<_>>().join("; "));
     }
     // ppl-compare only reads lines that start with `Idx:`; trc_pkt_lister glues
     // a packet line onto an element-decoder error message that has no newline.
@@ -221,7 +247,7 @@ fn check_run(snap_dir: &Path, snap: &Snapshot, run: &GoldenRun, work: &Path) -> 
 }
 
 #[test]
-fn etm4_packets_match_trc_pkt_lister() {
+fn etm4_listings_match_trc_pkt_lister() {
     let Some(root) = fixtures() else {
         eprintln!("../shared/fixtures/opencsd not found: golden test not run");
         return;
@@ -261,12 +287,12 @@ fn etm4_packets_match_trc_pkt_lister() {
             table.push(format!("{:<22} {:<40} {:<10} {}", name, run.golden, status, detail));
         }
     }
-    println!("{:<22} {:<40} {:<10} detail", "snapshot", "golden", "packets");
+    println!("{:<22} {:<40} {:<10} detail", "snapshot", "golden", "result");
     for row in &table {
         println!("{row}");
     }
     println!("{same} identical, {skipped} skipped, {} different", different.len());
     let _ = std::fs::remove_dir_all(&work);
     assert!(same > 0, "no golden was compared");
-    assert!(different.is_empty(), "packet listings differ from trc_pkt_lister:\n{}", different.join("\n"));
+    assert!(different.is_empty(), "listings differ from trc_pkt_lister:\n{}", different.join("\n"));
 }
