@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tracesight::element;
 use tracesight::input::Snapshot;
-use tracesight::protocol::etm4::decoder::DecoderOptions;
+use tracesight::protocol::etm4::decoder::{DecoderOptions, SpecKind, SpecRecord};
 use tracesight::protocol::etm4::display;
 use tracesight::session::{run, BufferPlan, Event, RunOptions, SourceKind};
 
@@ -51,6 +51,11 @@ struct DecodeArgs {
     /// (trc_pkt_lister's -aa64_opcode_chk; also OPENCSD_ERR_ON_AA64_BAD_OPCODE=1).
     #[arg(long)]
     aa64_opcode_check: bool,
+    /// Add the speculation view: the fate of every speculative (P0) element as
+    /// traced — committed, canceled, corrected by a mispredict, discarded, lost
+    /// or unresolved — and the packets that traced and resolved it.
+    #[arg(long, conflicts_with = "packets")]
+    speculation: bool,
     /// Stop decoding an instruction range after this many instructions and
     /// report an error (also OPENCSD_INSTR_RANGE_LIMIT); 0 = no limit.
     #[arg(long, default_value_t = 0)]
@@ -108,6 +113,7 @@ fn main() -> ExitCode {
                 elements_only: false,
                 src_addr_n: false,
                 aa64_opcode_check: false,
+                speculation: false,
                 instr_range_limit: 0,
                 ids: vec![],
                 source: None,
@@ -272,6 +278,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
             src_addr_n: args.src_addr_n,
             aa64_opcode_check: args.aa64_opcode_check || env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
             instr_range_limit: limit,
+            speculation: args.speculation,
         },
         after_reset: false,
     };
@@ -347,6 +354,25 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                         out.buf.push_str("}\n");
                     }
                 }
+                Event::Spec { record, .. } => {
+                    if opencsd {
+                        write_spec_line(&mut out.buf, record);
+                    } else {
+                        write_spec_json(&mut out.buf, record);
+                    }
+                }
+                Event::TransactionFailed { source, first_seq, last_seq, index } => {
+                    let id = source.trace_id.unwrap_or(0);
+                    if opencsd {
+                        out.buf.push_str(&format!(
+                            "Idx:{index}; ID:{id:x}; SPECULATION(transaction failed: seq {first_seq}..{last_seq} undone)\n"
+                        ));
+                    } else {
+                        out.buf.push_str(&format!(
+                            "{{\"index\":{index},\"id\":{id},\"type\":\"transaction_failed\",\"first_seq\":{first_seq},\"last_seq\":{last_seq}}}\n"
+                        ));
+                    }
+                }
                 Event::Etm4 { .. } if !show_packets => {}
                 Event::Etm4 { source, stream_id, packet, raw } => {
                     let ete = matches!(&source.kind, SourceKind::Etm4(c) if c.is_ete());
@@ -411,6 +437,58 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     }
     out.close()?;
     Ok(if failure.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+fn spec_kind_text(k: SpecKind) -> &'static str {
+    match k {
+        SpecKind::Atom { executed: true } => "atom E",
+        SpecKind::Atom { executed: false } => "atom N",
+        SpecKind::Exception => "exception",
+        SpecKind::ExceptionReturn => "exception return",
+        SpecKind::FunctionReturn => "function return",
+        SpecKind::Q => "Q",
+        SpecKind::SourceAddress => "source address",
+        SpecKind::TransactionStart => "transaction start",
+        SpecKind::Unseen => "unseen",
+    }
+}
+
+/// Speculation-view line; it starts with `Idx:` like the others but is neither
+/// a packet nor an OCSD element, so OpenCSD-format comparisons ignore it.
+fn write_spec_line(out: &mut String, r: &SpecRecord) {
+    let at = match r.resolved {
+        Some(i) => format!("at Idx:{i}"),
+        None => "at end of trace".to_string(),
+    };
+    out.push_str(&format!(
+        "Idx:{}; ID:{:x}; SPECULATION(seq {}: {} {} {at})\n",
+        r.created,
+        r.trace_id,
+        r.seq,
+        spec_kind_text(r.kind),
+        r.state.name()
+    ));
+}
+
+fn write_spec_json(out: &mut String, r: &SpecRecord) {
+    let (kind, executed) = match r.kind {
+        SpecKind::Atom { executed } => ("atom", Some(executed)),
+        k => (spec_kind_text(k), None),
+    };
+    out.push_str(&format!(
+        "{{\"index\":{},\"id\":{},\"type\":\"speculation\",\"seq\":{},\"kind\":\"{kind}\",\"state\":\"{}\"",
+        r.created,
+        r.trace_id,
+        r.seq,
+        r.state.name()
+    ));
+    if let Some(e) = executed {
+        out.push_str(&format!(",\"executed\":{e}"));
+    }
+    if let Some(i) = r.resolved {
+        out.push_str(&format!(",\"resolved_index\":{i}"));
+    }
+    out.push_str("}\n");
 }
 
 fn info(path: &Path) -> Result<ExitCode, String> {

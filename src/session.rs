@@ -13,7 +13,7 @@ use crate::element::Element;
 use crate::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink};
 use crate::image::memory::MemoryImage;
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
-use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder};
+use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, SpecRecord};
 use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet};
 
 /// The protocol a trace source speaks, as far as this version decodes it.
@@ -224,6 +224,10 @@ pub enum Event<'a> {
     Element { source: &'a Source, element: &'a Element },
     /// A decoder message, in OpenCSD's error format without a newline.
     Message { source: &'a Source, text: &'a str },
+    /// The fate of a speculative element (speculation view).
+    Spec { source: &'a Source, record: &'a SpecRecord },
+    /// A failed transaction undid the committed elements `first_seq..=last_seq`.
+    TransactionFailed { source: &'a Source, first_seq: u64, last_seq: u64, index: u64 },
     /// Data for a trace ID that is not decoded (unsupported protocol, or no
     /// source describes it); reported once per ID.
     Skipped { trace_id: u8, reason: String },
@@ -331,6 +335,10 @@ fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event:
             on_event(Event::Element { source, element: e });
         }
         DecoderOutput::Message(text) => on_event(Event::Message { source, text }),
+        DecoderOutput::Spec(record) => on_event(Event::Spec { source, record }),
+        DecoderOutput::TransactionFailed { first_seq, last_seq, index, .. } => {
+            on_event(Event::TransactionFailed { source, first_seq, last_seq, index })
+        }
     }
 }
 

@@ -11,13 +11,29 @@ use std::sync::Arc;
 use crate::element::MemSpace;
 use crate::input::{Device, TraceFile};
 
+/// Bytes behind a region: a mapped file or owned memory.
+enum Backing {
+    File(TraceFile),
+    Bytes(Vec<u8>),
+}
+
+impl Backing {
+    #[inline]
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Backing::File(f) => f.bytes(),
+            Backing::Bytes(b) => b,
+        }
+    }
+}
+
 /// One mapped range `[start, start + len)`.
 #[derive(Clone)]
 struct Region {
     start: u64,
     len: u64,
     space: MemSpace,
-    file: Arc<TraceFile>,
+    file: Arc<Backing>,
     /// Offset of `start` in the file.
     offset: usize,
     path: PathBuf,
@@ -123,11 +139,26 @@ impl MemoryImage {
             start,
             len,
             space,
-            file: Arc::new(file),
+            file: Arc::new(Backing::File(file)),
             offset: offset as usize,
             path: path.to_path_buf(),
         });
         Ok(())
+    }
+
+    /// Map `bytes` at `start` (code built in memory: tests, synthesized images).
+    pub fn add_bytes(&mut self, start: u64, bytes: Vec<u8>, space: MemSpace) {
+        let len = bytes.len() as u64;
+        if len > 0 {
+            self.regions.push(Region {
+                start,
+                len,
+                space,
+                file: Arc::new(Backing::Bytes(bytes)),
+                offset: 0,
+                path: PathBuf::from("<memory>"),
+            });
+        }
     }
 
     /// Map every `[dumpN]` entry of a core device. Returns one message per entry

@@ -93,12 +93,74 @@ impl From<InstrError> for DecodeError {
     }
 }
 
+/// What a speculative (P0) element was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecKind {
+    /// An atom as traced: E (branch taken / executed) or N.
+    Atom { executed: bool },
+    Exception,
+    ExceptionReturn,
+    FunctionReturn,
+    /// A Q element (instructions with no path).
+    Q,
+    SourceAddress,
+    TransactionStart,
+    /// Speculative elements announced by a Trace Info before the trace started.
+    Unseen,
+}
+
+/// What finally happened to a speculative element.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecState {
+    Committed,
+    /// An atom that a Mispredict flipped before it was committed.
+    CorrectedByMispredict,
+    Canceled,
+    Discarded,
+    /// Dropped when the decoder lost synchronisation on an error.
+    LostToError,
+    /// Still speculative when the trace ended.
+    Unresolved,
+}
+
+impl SpecState {
+    pub fn name(self) -> &'static str {
+        match self {
+            SpecState::Committed => "committed",
+            SpecState::CorrectedByMispredict => "corrected",
+            SpecState::Canceled => "canceled",
+            SpecState::Discarded => "discarded",
+            SpecState::LostToError => "lost",
+            SpecState::Unresolved => "unresolved",
+        }
+    }
+}
+
+/// One speculative element of the speculation view, reported when resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpecRecord {
+    /// Sequence number of the P0 element in the trace ID's stream (from 0).
+    pub seq: u64,
+    pub trace_id: u8,
+    pub kind: SpecKind,
+    /// Offset of the packet that traced it.
+    pub created: u64,
+    /// Offset of the packet that resolved it (`None`: end of trace).
+    pub resolved: Option<u64>,
+    pub state: SpecState,
+}
+
 /// What the decoder reports, in order.
 pub enum DecoderOutput<'a> {
     Element(&'a Element),
     /// A decoder message in OpenCSD's error format (no trailing newline: the
     /// reference tool prints it unterminated).
     Message(&'a str),
+    /// The fate of a speculative element (only with [`DecoderOptions::speculation`]).
+    Spec(&'a SpecRecord),
+    /// A transaction failed: the committed P0 elements `first_seq..=last_seq`
+    /// since its start did not take effect (Arm ARM D4.3.8).
+    TransactionFailed { trace_id: u8, first_seq: u64, last_seq: u64, index: u64 },
 }
 
 /// Decoder options that change its output (trc_pkt_lister flags and
@@ -111,6 +173,8 @@ pub struct DecoderOptions {
     pub aa64_opcode_check: bool,
     /// Stop a range after this many instructions (OPENCSD_INSTR_RANGE_LIMIT); 0 = no limit.
     pub instr_range_limit: u32,
+    /// Report the speculation view ([`DecoderOutput::Spec`]).
+    pub speculation: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -166,6 +230,10 @@ struct P0 {
     ite: (u8, u64),
     q_count: u32,
     q_has_addr: bool,
+    /// Sequence number of the oldest unresolved P0 unit of this element.
+    seq: u64,
+    /// Atoms flipped by a Mispredict (bit i: atom i, oldest first).
+    mispredicted: u32,
 }
 
 impl P0 {
@@ -186,6 +254,31 @@ impl P0 {
             ite: (0, 0),
             q_count: 0,
             q_has_addr: false,
+            seq: 0,
+            mispredicted: 0,
+        }
+    }
+
+    /// P0 units (speculative elements) this entry still holds.
+    fn units(&self) -> u32 {
+        match (self.is_p0, self.kind) {
+            (false, _) => 0,
+            (true, P0Kind::Atom) => self.atom_count as u32,
+            (true, _) => 1,
+        }
+    }
+
+    fn spec_kind(&self, unit: u32) -> SpecKind {
+        match self.kind {
+            // As traced: a mispredict flipped the atom after it was traced.
+            P0Kind::Atom => SpecKind::Atom { executed: ((self.atom_bits ^ self.mispredicted) >> unit) & 1 == 1 },
+            P0Kind::Excep => SpecKind::Exception,
+            P0Kind::ExcepRet => SpecKind::ExceptionReturn,
+            P0Kind::FuncRet => SpecKind::FunctionReturn,
+            P0Kind::Q => SpecKind::Q,
+            P0Kind::SrcAddr => SpecKind::SourceAddress,
+            P0Kind::TransStart => SpecKind::TransactionStart,
+            _ => SpecKind::Unseen,
         }
     }
 
@@ -194,6 +287,8 @@ impl P0 {
         let e = self.atom_bits & 1 == 1;
         self.atom_count -= 1;
         self.atom_bits >>= 1;
+        self.mispredicted >>= 1;
+        self.seq += 1;
         e
     }
 
@@ -206,6 +301,7 @@ impl P0 {
     fn mispredict_newest(&mut self) {
         if self.atom_count > 0 {
             self.atom_bits ^= 1 << (self.atom_count - 1);
+            self.mispredicted ^= 1 << (self.atom_count - 1);
         }
     }
 }
@@ -333,6 +429,12 @@ pub struct Etm4Decoder {
     elem_isa: Isa,
     /// An error the decoder cannot resynchronise from: the data path stops.
     fatal: bool,
+    /// Next P0 sequence number (speculation view).
+    next_seq: u64,
+    /// First P0 sequence number committed inside the open transaction.
+    tx_first_seq: Option<u64>,
+    /// Last P0 sequence number committed.
+    last_committed_seq: Option<u64>,
 }
 
 fn calc_isa(is_64bit: bool, is: u8) -> Isa {
@@ -383,6 +485,9 @@ impl Etm4Decoder {
             index_curr: 0,
             elem_isa: Isa::A32,
             fatal: false,
+            next_seq: 0,
+            tx_first_seq: None,
+            last_committed_seq: None,
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
@@ -507,6 +612,7 @@ impl Etm4Decoder {
     /// End of trace: flush what can be, then the end-of-trace element.
     pub fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
         self.out.clear();
+        self.spec_drain(sink, SpecState::Unresolved, None);
         while let Some(e) = self.stack.front().copied() {
             match e.kind {
                 P0Kind::TraceOn | P0Kind::Atom | P0Kind::Excep | P0Kind::ExcepRet | P0Kind::Q | P0Kind::UnseenUncommitted => {
@@ -536,7 +642,10 @@ impl Etm4Decoder {
         let ti = &pkt.trace_info;
         self.spec_depth = ti.spec_depth as i64;
         for _ in 0..ti.spec_depth.min(1 << 16) {
-            self.stack.push_back(P0::new(P0Kind::UnseenUncommitted, true, pkt.ptype, pkt.index));
+            let mut e = P0::new(P0Kind::UnseenUncommitted, true, pkt.ptype, pkt.index);
+            e.seq = self.next_seq;
+            self.next_seq += 1;
+            self.stack.push_back(e);
         }
         self.stack.push_back(P0::new(P0Kind::TraceInfo, false, pkt.ptype, pkt.index));
         if ti.in_transaction() {
@@ -545,8 +654,50 @@ impl Etm4Decoder {
     }
 
     fn push(&mut self, kind: P0Kind, is_p0: bool, pkt: &Packet) -> &mut P0 {
-        self.stack.push_back(P0::new(kind, is_p0, pkt.ptype, pkt.index));
+        let mut e = P0::new(kind, is_p0, pkt.ptype, pkt.index);
+        e.seq = self.next_seq;
+        if is_p0 && kind != P0Kind::Atom {
+            self.next_seq += 1;
+        }
+        self.stack.push_back(e);
         self.stack.back_mut().unwrap()
+    }
+
+    /// Atoms take one sequence number each.
+    fn push_atoms(&mut self, pkt: &Packet) {
+        let e = self.push(P0Kind::Atom, true, pkt);
+        e.atom_bits = pkt.atom_bits;
+        e.atom_count = pkt.atom_count;
+        self.next_seq += pkt.atom_count as u64;
+        self.spec_depth += pkt.atom_count as i64;
+    }
+
+    fn spec_record<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, e: &P0, unit: u32, state: SpecState, at: Option<u64>) {
+        if self.opts.speculation {
+            let r = SpecRecord {
+                seq: e.seq + unit as u64,
+                trace_id: self.trace_id,
+                kind: e.spec_kind(unit),
+                created: e.index,
+                resolved: at,
+                state,
+            };
+            sink(DecoderOutput::Spec(&r));
+        }
+    }
+
+    /// Every P0 unit still on the stack ends with `state`.
+    fn spec_drain<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, state: SpecState, at: Option<u64>) {
+        if !self.opts.speculation {
+            return;
+        }
+        let stack = std::mem::take(&mut self.stack);
+        for e in &stack {
+            for u in 0..e.units() {
+                self.spec_record(sink, e, u, state, at);
+            }
+        }
+        self.stack = stack;
     }
 
     fn decode_packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
@@ -560,12 +711,7 @@ impl Etm4Decoder {
             P::TraceOn => {
                 self.push(P0Kind::TraceOn, false, pkt);
             }
-            P::AtomF1 | P::AtomF2 | P::AtomF3 | P::AtomF4 | P::AtomF5 | P::AtomF6 => {
-                let e = self.push(P0Kind::Atom, true, pkt);
-                e.atom_bits = pkt.atom_bits;
-                e.atom_count = pkt.atom_count;
-                self.spec_depth += pkt.atom_count as i64;
-            }
+            P::AtomF1 | P::AtomF2 | P::AtomF3 | P::AtomF4 | P::AtomF5 | P::AtomF6 => self.push_atoms(pkt),
             P::Context => {
                 let last_is = self.last_is;
                 let e = self.push(P0Kind::Ctxt, false, pkt);
@@ -686,10 +832,7 @@ impl Etm4Decoder {
             P::Mispredict | P::CancelF1Mispredict | P::CancelF2 | P::CancelF3 => {
                 self.res.mispredict = true;
                 if pkt.atom_count > 0 {
-                    let e = self.push(P0Kind::Atom, true, pkt);
-                    e.atom_bits = pkt.atom_bits;
-                    e.atom_count = pkt.atom_count;
-                    self.spec_depth += pkt.atom_count as i64;
+                    self.push_atoms(pkt);
                 }
                 self.res.cancel = pkt.cancel as i64;
             }
@@ -720,6 +863,7 @@ impl Etm4Decoder {
                 // Conditional and data trace are not decoded (nor by OpenCSD, which
                 // stops there); resynchronise at the next sync point instead.
                 self.log(sink, DecodeError::UnsupportedPacket, Some(pkt.index), "Unsupported packet type.");
+                self.spec_drain(sink, SpecState::LostToError, Some(pkt.index));
                 self.reset_state();
                 self.state = State::NoSync;
                 self.unsync_reason = UnsyncReason::BadPacket;
@@ -740,6 +884,7 @@ impl Etm4Decoder {
 
     fn bad_packet<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, why: &str) {
         self.log(sink, DecodeError::BadDecodePacket, Some(index), why);
+        self.spec_drain(sink, SpecState::LostToError, Some(index));
         self.reset_state();
         self.state = State::NoSync;
         self.unsync_reason = UnsyncReason::BadPacket;
@@ -749,6 +894,8 @@ impl Etm4Decoder {
     /// A sequence error while resolving: log, resynchronise.
     fn seq_error<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, why: &str) {
         self.log(sink, err, index, why);
+        let at = Some(self.index_curr);
+        self.spec_drain(sink, SpecState::LostToError, at);
         self.reset_state();
         self.state = State::NoSync;
         self.unsync_reason = UnsyncReason::BadPacket;
@@ -774,6 +921,8 @@ impl Etm4Decoder {
                         ok = self.mispredict(sink);
                     }
                     if ok && self.res.discard {
+                        let at = Some(self.index_curr);
+                        self.spec_drain(sink, SpecState::Discarded, at);
                         self.discard_elements();
                     }
                 }
@@ -818,6 +967,11 @@ impl Etm4Decoder {
             };
             err_index = Some(e.index);
             let mut pop = true;
+            if e.is_p0 && e.kind != P0Kind::Atom {
+                let at = Some(self.index_curr);
+                self.spec_record(sink, &e, 0, SpecState::Committed, at);
+                self.last_committed_seq = Some(e.seq);
+            }
             match e.kind {
                 P0Kind::TraceOn => {
                     self.next_range_check = None;
@@ -843,6 +997,10 @@ impl Etm4Decoder {
                 P0Kind::Marker => self.process_marker(&e),
                 P0Kind::Atom => {
                     while e.atom_count > 0 && self.res.commit > 0 && ok {
+                        let state = if e.mispredicted & 1 == 1 { SpecState::CorrectedByMispredict } else { SpecState::Committed };
+                        let at = Some(self.index_curr);
+                        self.spec_record(sink, &e, 0, state, at);
+                        self.last_committed_seq = Some(e.seq);
                         let taken = e.commit_oldest();
                         ok = self.return_stack_pop(sink);
                         if !ok {
@@ -899,6 +1057,9 @@ impl Etm4Decoder {
                     }
                     self.next_range_check = None;
                     self.process_trans(&e);
+                    if e.kind == P0Kind::TransFail {
+                        self.transaction_failed(sink, e.index);
+                    }
                 }
                 P0Kind::Ite => self.process_ite(&e),
                 P0Kind::UnseenUncommitted => self.res.commit -= 1,
@@ -1000,6 +1161,16 @@ impl Etm4Decoder {
         }
     }
 
+    /// Report that the P0 elements committed since the transaction started did
+    /// not take effect.
+    fn transaction_failed<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64) {
+        if let (Some(first), Some(last)) = (self.tx_first_seq.take(), self.last_committed_seq) {
+            if self.opts.speculation && last >= first {
+                sink(DecoderOutput::TransactionFailed { trace_id: self.trace_id, first_seq: first, last_seq: last, index });
+            }
+        }
+    }
+
     fn process_marker(&mut self, e: &P0) {
         if self.cfg.has_ts_marker() {
             self.ete_first_ts_marker = true;
@@ -1008,6 +1179,13 @@ impl Etm4Decoder {
     }
 
     fn process_trans(&mut self, e: &P0) {
+        match e.kind {
+            P0Kind::TransStart | P0Kind::TransTraceInit => {
+                self.tx_first_seq = Some(self.last_committed_seq.map_or(0, |s| s + 1));
+            }
+            P0Kind::TransCommit => self.tx_first_seq = None,
+            _ => {}
+        }
         let t = match e.kind {
             P0Kind::TransTraceInit => MemTrans::TraceInit,
             P0Kind::TransStart => MemTrans::Start,
@@ -1190,6 +1368,7 @@ impl Etm4Decoder {
 
     fn bad_image<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, why: &str) {
         self.log(sink, DecodeError::BadImage, Some(index), why);
+        self.spec_drain(sink, SpecState::LostToError, Some(index));
         self.reset_state();
         self.state = State::NoSync;
         self.unsync_reason = UnsyncReason::BadImage;
@@ -1445,11 +1624,18 @@ impl Etm4Decoder {
             };
             if e.is_p0 {
                 if e.kind == P0Kind::Atom {
+                    let k = (self.res.cancel as u32).min(e.atom_count as u32);
+                    let at = Some(self.index_curr);
+                    for u in e.atom_count as u32 - k..e.atom_count as u32 {
+                        self.spec_record(sink, &e, u, SpecState::Canceled, at);
+                    }
                     self.res.cancel -= e.cancel_newest(self.res.cancel as u32) as i64;
                     if e.atom_count > 0 {
                         self.stack.push_back(e);
                     }
                 } else {
+                    let at = Some(self.index_curr);
+                    self.spec_record(sink, &e, 0, SpecState::Canceled, at);
                     self.res.cancel -= 1;
                 }
             } else if matches!(e.kind, P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc | P0Kind::Marker | P0Kind::Ite) {
