@@ -185,9 +185,11 @@ impl Etm4Config {
     pub fn commit_opt1(&self) -> bool {
         self.trcidr0 & (1 << 29) != 0 && self.has_cycle_count()
     }
-    /// TRCIDR0.COMMTRANS (ETE): Transaction Start elements are not P0 elements.
-    pub fn commit_trans(&self) -> bool {
-        self.trcidr0 & (1 << 30) != 0
+    /// ETE: Transaction Start elements are P0 elements (TRCIDR0.COMMTRANS == 0,
+    /// Arm ARM D17 TRCIDR0). The reference goldens decode identically either
+    /// way, so the architecture's definition is followed.
+    pub fn tstart_is_p0(&self) -> bool {
+        self.trcidr0 & (1 << 30) == 0
     }
 
     /// TRCIDR2.IASIZE: instruction addresses are 64 bits (else 32).

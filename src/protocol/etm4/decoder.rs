@@ -619,12 +619,15 @@ impl Etm4Decoder {
                     self.stack.clear();
                     break;
                 }
-                P0Kind::TransStart if self.cfg.commit_trans() => {
+                P0Kind::TransStart if self.cfg.tstart_is_p0() => {
                     self.stack.clear();
                     break;
                 }
                 P0Kind::TransFail | P0Kind::TransCommit if self.max_spec == 0 || self.spec_depth == 0 => {
                     self.process_trans(&e);
+                    if e.kind == P0Kind::TransFail {
+                        self.transaction_failed(sink, e.index);
+                    }
                 }
                 P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(&e),
                 P0Kind::Marker => self.process_marker(&e),
@@ -792,7 +795,7 @@ impl Etm4Decoder {
                 self.push(P0Kind::Marker, false, pkt);
             }
             P::TransStart => {
-                let p0 = self.cfg.commit_trans();
+                let p0 = self.cfg.tstart_is_p0();
                 self.push(P0Kind::TransStart, p0, pkt);
                 if p0 {
                     self.spec_depth += 1;
@@ -1052,7 +1055,7 @@ impl Etm4Decoder {
                     self.res.commit -= 1;
                 }
                 P0Kind::TransStart | P0Kind::TransCommit | P0Kind::TransFail | P0Kind::TransTraceInit => {
-                    if e.kind == P0Kind::TransStart && self.cfg.commit_trans() {
+                    if e.kind == P0Kind::TransStart && self.cfg.tstart_is_p0() {
                         self.res.commit -= 1;
                     }
                     self.next_range_check = None;
