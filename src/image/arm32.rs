@@ -209,25 +209,42 @@ fn barrier_type(barrier: Barrier, opts: ArmOptions) -> InstrType {
     }
 }
 
-/// The barrier option field of the architectural DSB/DMB/ISB (bits [7:4]).
-#[inline]
-fn barrier_from_option(bits7_4: u32) -> Option<Barrier> {
-    match bits7_4 {
-        0x4 | 0x5 => Some(Barrier::DsbDmb),
-        0x6 => Some(Barrier::Isb),
-        _ => None,
-    }
+/// Where one instruction set encodes the barriers OpenCSD recognises, as
+/// (mask, value) pairs: the architectural DSB, DMB, ISB, and the CP15 c7
+/// operations written with MCR.
+struct BarrierEncodings {
+    architectural: (u32, u32),
+    cp15: (u32, u32),
 }
 
-/// The low byte (opc2, bit 4, CRm) of the CP15 c7 barrier operations.
+const A32_BARRIERS: BarrierEncodings = BarrierEncodings {
+    architectural: (0xfff0_0000, 0xf570_0000),
+    cp15: (0x0fff_0f00, 0x0e07_0f00),
+};
+
+const T32_BARRIERS: BarrierEncodings = BarrierEncodings {
+    architectural: (0xffff_ff00, 0xf3bf_8f00),
+    cp15: (0xffff_0f00, 0xee07_0f00),
+};
+
 #[inline]
-fn barrier_from_cp15(low_byte: u32) -> Option<Barrier> {
-    match low_byte {
-        // c7, c10, 4 (DSB) and c7, c10, 5 (DMB).
-        0x9a | 0xba => Some(Barrier::DsbDmb),
-        // c7, c5, 4 (ISB).
-        0x95 => Some(Barrier::Isb),
-        _ => None,
+fn barrier(op: u32, enc: &BarrierEncodings) -> Option<Barrier> {
+    if op & enc.architectural.0 == enc.architectural.1 {
+        // Bits [7:4] pick DSB (4), DMB (5) or ISB (6); bits [3:0] are the option.
+        match (op >> 4) & 0xf {
+            0x4 | 0x5 => Some(Barrier::DsbDmb),
+            0x6 => Some(Barrier::Isb),
+            _ => None,
+        }
+    } else if op & enc.cp15.0 == enc.cp15.1 {
+        // opc2, bit 4 and CRm: c7, c10, 4 (DSB); c7, c10, 5 (DMB); c7, c5, 4 (ISB).
+        match op & 0xff {
+            0x9a | 0xba => Some(Barrier::DsbDmb),
+            0x95 => Some(Barrier::Isb),
+            _ => None,
+        }
+    } else {
+        None
     }
 }
 
@@ -262,8 +279,8 @@ pub fn classify_a32(opcode: u32, pc: u64, opts: ArmOptions) -> ArmInfo {
         if link {
             info.subtype = InstrSubtype::BranchLink;
         }
-    } else if let Some(barrier) = a32_barrier(opcode) {
-        info.itype = barrier_type(barrier, opts);
+    } else if let Some(found) = barrier(opcode, &A32_BARRIERS) {
+        info.itype = barrier_type(found, opts);
     } else if opts.wfi_wfe_branch && opcode >> 28 != 0xf && opcode & 0x0fff_fffe == 0x0320_f002 {
         // WFE (op2 = 2) and WFI (op2 = 3) in the hint space.
         info.itype = InstrType::WfiWfe;
@@ -370,17 +387,6 @@ fn a32_direct(op: u32, pc: u64) -> Option<(u32, bool)> {
     Some((target, link))
 }
 
-#[inline]
-fn a32_barrier(op: u32) -> Option<Barrier> {
-    if op & 0xfff0_0000 == 0xf570_0000 {
-        barrier_from_option((op >> 4) & 0xf)
-    } else if op & 0x0fff_0f00 == 0x0e07_0f00 {
-        barrier_from_cp15(op & 0xff)
-    } else {
-        None
-    }
-}
-
 // ---------------------------------------------------------------------------
 // T32
 // ---------------------------------------------------------------------------
@@ -423,8 +429,8 @@ pub fn classify_t32(
         info.itype = InstrType::IndirectBranch;
         info.subtype = subtype;
         info.link = link;
-    } else if let Some(barrier) = t32_barrier(op) {
-        info.itype = barrier_type(barrier, opts);
+    } else if let Some(found) = barrier(op, &T32_BARRIERS) {
+        info.itype = barrier_type(found, opts);
     } else if opts.wfi_wfe_branch && t32_wfi_wfe(op) {
         info.itype = InstrType::WfiWfe;
     }
@@ -594,17 +600,6 @@ fn t32_indirect(op: u32) -> Option<(InstrSubtype, bool)> {
         return ret_if(hw1 & 0x0fff == 0x08bd);
     }
     None
-}
-
-#[inline]
-fn t32_barrier(op: u32) -> Option<Barrier> {
-    if op & 0xffff_ff00 == 0xf3bf_8f00 {
-        barrier_from_option((op >> 4) & 0xf)
-    } else if op & 0xffff_0f00 == 0xee07_0f00 {
-        barrier_from_cp15(op & 0xff)
-    } else {
-        None
-    }
 }
 
 #[inline]
