@@ -4,7 +4,7 @@
 
 use crate::element::{InstrSubtype, InstrType, Isa};
 
-use super::a64;
+use super::{a64, arm32};
 
 pub use super::a64::ArchVersion;
 
@@ -58,20 +58,11 @@ pub struct DecodeOptions {
     pub dsb_dmb_waypoints: bool,
     /// A64 opcodes with the top halfword clear are invalid.
     pub aa64_opcode_check: bool,
+    /// Instructions inside a T32 IT block are conditional (ETMv4/ETE decode).
+    pub track_it_block: bool,
 }
 
-/// T32 IT-block state carried from one instruction to the next.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ItState {
-    /// Remaining IT condition bits (0 = not in an IT block).
-    pub mask: u8,
-}
-
-/// True when a T32 halfword is the first half of a 32-bit instruction.
-#[inline]
-pub fn t32_is_32bit(first: u16) -> bool {
-    (first & 0xf800) >= 0xe800
-}
+pub use super::arm32::{t32_is_32bit, ItState};
 
 /// Classify the instruction at `addr`. For A64 and A32 `op` is the 32-bit word;
 /// for T32 `op` is the first halfword and `second` the second one of a 32-bit
@@ -80,13 +71,34 @@ pub fn t32_is_32bit(first: u16) -> bool {
 pub fn decode(
     isa: Isa,
     op: u32,
-    _second: u16,
+    second: u16,
     addr: u64,
     opts: &DecodeOptions,
-    _it: &mut ItState,
+    it: &mut ItState,
 ) -> Result<InstrInfo, InstrError> {
+    let arm = arm32::ArmOptions {
+        dsb_dmb_waypoints: opts.dsb_dmb_waypoints,
+        wfi_wfe_branch: opts.wfi_wfe_branch,
+        track_it_block: opts.track_it_block,
+    };
+    let from_arm = |i: arm32::ArmInfo| InstrInfo {
+        itype: i.itype,
+        subtype: i.subtype,
+        conditional: i.conditional,
+        link: i.link,
+        target: i.target.unwrap_or(0),
+        size: i.size,
+        next_isa: i.next_isa,
+    };
     match isa {
+        Isa::T32 => Ok(from_arm(arm32::classify_t32(op as u16, second, addr, it, arm))),
+        Isa::A32 => {
+            // OpenCSD ends any IT block outside T32.
+            it.clear();
+            Ok(from_arm(arm32::classify_a32(op, addr, arm)))
+        }
         Isa::A64 => {
+            it.clear();
             let o = a64::A64Options {
                 arch: opts.arch,
                 wfi_wfe_branch: opts.wfi_wfe_branch,

@@ -8,5 +8,6 @@
 //! end where OpenCSD's end.
 
 pub mod a64;
+pub mod arm32;
 pub mod instr;
 pub mod memory;

@@ -105,9 +105,10 @@ impl Etm4Config {
         self.arch >= ArchVersion::V8
     }
 
-    /// TRCIDR2.WFXMODE: WFI and WFE are P0 instructions that end a range.
+    /// TRCIDR2.WFXMODE (ETMv4.3 and later): WFI and WFE are P0 instructions
+    /// that end a range.
     pub fn wfi_wfe_branch(&self) -> bool {
-        self.trcidr2 & (1 << 31) != 0
+        self.trcidr2 & (1 << 31) != 0 && self.full_version() >= 0x43
     }
 
     /// The CoreSight trace ID (TRCTRACEIDR.TRACEID).

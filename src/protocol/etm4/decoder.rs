@@ -177,6 +177,9 @@ pub struct DecoderOptions {
     pub speculation: bool,
 }
 
+/// Most elements the P0 stack holds before the decoder gives up and resyncs.
+const MAX_QUEUED: usize = 1 << 16;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     NoSync,
@@ -455,6 +458,7 @@ impl Etm4Decoder {
             wfi_wfe_branch: cfg.wfi_wfe_branch(),
             dsb_dmb_waypoints: false,
             aa64_opcode_check: opts.aa64_opcode_check,
+            track_it_block: true,
         };
         let mut d = Etm4Decoder {
             cfg: cfg.clone(),
@@ -476,7 +480,7 @@ impl Etm4Decoder {
             prev_overflow: false,
             max_spec: cfg.max_spec_depth() as i64,
             spec_depth: 0,
-            walk: Walk { addr: 0, isa: Isa::A32, last: InstrInfo::default(), it: ItState::default() },
+            walk: Walk { addr: 0, isa: Isa::A32, last: InstrInfo::default(), it: ItState::new() },
             rs: ReturnStack::default(),
             unsync_reason: UnsyncReason::InitDecoder,
             unsync_index: None,
@@ -879,6 +883,12 @@ impl Etm4Decoder {
         }
         if self.spec_depth > self.max_spec {
             self.res.commit = self.spec_depth - self.max_spec;
+        }
+        // Real trace resolves its elements long before this; only malformed
+        // input can queue more, and memory must not grow with the input.
+        if self.stack.len() > MAX_QUEUED {
+            self.seq_error(sink, DecodeError::CommitOverrun, Some(pkt.index), "Too many unresolved trace elements.");
+            self.state = State::NoSync;
         }
         if self.state == State::Decode && self.res.any() {
             self.state = State::Resolve;
@@ -1371,7 +1381,8 @@ impl Etm4Decoder {
 
     fn bad_image<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, why: &str) {
         self.log(sink, DecodeError::BadImage, Some(index), why);
-        self.spec_drain(sink, SpecState::LostToError, Some(index));
+        let at = Some(self.index_curr);
+        self.spec_drain(sink, SpecState::LostToError, at);
         self.reset_state();
         self.state = State::NoSync;
         self.unsync_reason = UnsyncReason::BadImage;
