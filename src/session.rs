@@ -429,9 +429,11 @@ pub fn run<F: FnMut(Event<'_>)>(
                 }
                 Ok(()) => {}
             }
+            // A fatal error stops the data path: no end-of-trace processing, as
+            // trc_pkt_lister.
             if let Some(f) = fatal {
                 summary.fatal = Some(f);
-            } else {
+            } else if summary.frame_error.is_none() {
                 // End of trace for every chain, in trace ID order.
                 for (id, slot) in slots.iter_mut().enumerate() {
                     if let Slot::Chain(c) = slot {

@@ -548,7 +548,6 @@ fn output_file_of_failed_run_keeps_decoded_packets() {
 }
 
 #[test]
-#[ignore = "known bug: src/main.rs leaves its .NAME.tmpPID file behind when decode() returns early with an error"]
 fn output_file_of_run_that_cannot_start_leaves_no_temp_file() {
     let Some(s) = Scratch::copy_of(RAW_ETE) else {
         return;

@@ -229,20 +229,6 @@ fn check_run(snap_dir: &Path, snap: &Snapshot, run: &GoldenRun, work: &Path) -> 
     if glued > 0 && expected == actual {
         return Outcome::Identical(format!("identical, with {glued} packet lines glued to decoder messages"));
     }
-    // A run that the element decoder stopped ("Data Path fatal error" after a
-    // decoder error) lists fewer packets than the capture holds; packet
-    // listing alone does not stop there.
-    let decoder_stop = gold_text.contains("Data Path fatal error") && gold_text.contains("DCD_");
-    // The last expected line may be the error packet the decoder stopped on,
-    // whose bytes the stop cut short; everything before it must match.
-    let prefix_matches = |id: &String, e: &Vec<String>| {
-        let a = actual.get(id).map(Vec::as_slice).unwrap_or(&[]);
-        let n = e.len().saturating_sub(1);
-        a.len() >= n && a[..n] == e[..n]
-    };
-    if decoder_stop && expected.iter().all(|(id, e)| prefix_matches(id, e)) {
-        return Outcome::Skipped("golden stopped by an element-decoder error; packets before the stop match".into());
-    }
     Outcome::Different(report)
 }
 

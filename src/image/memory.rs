@@ -106,7 +106,7 @@ impl MemoryImage {
         offset: u64,
         space: MemSpace,
     ) -> Result<(), String> {
-        let file = TraceFile::open(path).map_err(|e| e.to_string())?;
+        let file = TraceFile::open_for(path, "a memory image").map_err(|e| e.to_string())?;
         let flen = file.len() as u64;
         if offset >= flen {
             return Err(format!("{}: offset 0x{offset:x} is past the end of the file ({flen} bytes)", path.display()));
