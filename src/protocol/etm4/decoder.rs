@@ -399,6 +399,23 @@ struct Range {
     count: u32,
 }
 
+/// Entries of the walk cache (a power of two).
+const WALK_CACHE: usize = 4096;
+
+/// A remembered walk from `start` to the next waypoint.
+#[derive(Clone, Copy, Debug)]
+struct WalkCacheEntry {
+    valid: bool,
+    start: u64,
+    isa: Isa,
+    space: u8,
+    end: u64,
+    count: u32,
+    res: WpRes,
+    /// The last instruction decoded (none when the first read failed).
+    last: Option<InstrInfo>,
+}
+
 /// The decoder for one trace source.
 pub struct Etm4Decoder {
     cfg: Etm4Config,
@@ -438,6 +455,7 @@ pub struct Etm4Decoder {
     tx_first_seq: Option<u64>,
     /// Last P0 sequence number committed.
     last_committed_seq: Option<u64>,
+    walk_cache: Box<[WalkCacheEntry]>,
 }
 
 fn calc_isa(is_64bit: bool, is: u8) -> Isa {
@@ -492,6 +510,20 @@ impl Etm4Decoder {
             next_seq: 0,
             tx_first_seq: None,
             last_committed_seq: None,
+            walk_cache: vec![
+                WalkCacheEntry {
+                    valid: false,
+                    start: 0,
+                    isa: Isa::A64,
+                    space: 0,
+                    end: 0,
+                    count: 0,
+                    res: WpRes::Nacc,
+                    last: None
+                };
+                WALK_CACHE
+            ]
+            .into_boxed_slice(),
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
@@ -1241,6 +1273,40 @@ impl Etm4Decoder {
     /// Walk from the current address to the next waypoint (or to `to` when
     /// given), as OpenCSD's `traceInstrToWP`.
     fn trace_to_waypoint(&mut self, to: Option<u64>) -> Result<(Range, WpRes), DecodeError> {
+        // The walk from an address to the next waypoint depends only on the
+        // image, so it is cached; T32 walks also depend on the IT state, and a
+        // range limit needs the step-by-step walk.
+        let cacheable = to.is_none() && self.walk.isa != Isa::T32 && self.opts.instr_range_limit == 0;
+        if !cacheable {
+            return self.walk_to_waypoint(to);
+        }
+        let start = self.walk.addr;
+        let space = self.mem_space();
+        let slot = ((start >> 2) ^ (start >> 14)) as usize & (WALK_CACHE - 1);
+        let hit = self.walk_cache[slot];
+        if hit.valid && hit.start == start && hit.isa == self.walk.isa && hit.space == space.0 {
+            if let Some(last) = hit.last {
+                self.walk.last = last;
+            }
+            self.walk.addr = hit.end;
+            return Ok((Range { start, end: hit.end, count: hit.count }, hit.res));
+        }
+        let isa = self.walk.isa;
+        let (r, res) = self.walk_to_waypoint(None)?;
+        self.walk_cache[slot] = WalkCacheEntry {
+            valid: true,
+            start,
+            isa,
+            space: space.0,
+            end: r.end,
+            count: r.count,
+            res,
+            last: (r.count > 0).then_some(self.walk.last),
+        };
+        Ok((r, res))
+    }
+
+    fn walk_to_waypoint(&mut self, to: Option<u64>) -> Result<(Range, WpRes), DecodeError> {
         let mut r = Range { start: self.walk.addr, end: self.walk.addr, count: 0 };
         loop {
             let addr = self.walk.addr;
