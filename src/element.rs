@@ -7,6 +7,8 @@
 
 use std::fmt::Write;
 
+use crate::textout;
+
 /// Instruction set of a range or context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Isa {
@@ -261,7 +263,11 @@ impl InstrSubtype {
 
 /// Append the trc_pkt_lister line for `e` (with a newline).
 pub fn write_opencsd_line(out: &mut String, e: &Element) {
-    let _ = write!(out, "Idx:{}; ID:{:x}; ", e.index, e.trace_id);
+    out.push_str("Idx:");
+    textout::dec(out, e.index);
+    out.push_str("; ID:");
+    textout::hex(out, e.trace_id as u64, 0);
+    out.push_str("; ");
     write_opencsd_element(out, e);
     out.push('\n');
 }
@@ -318,14 +324,19 @@ pub fn write_opencsd_element(out: &mut String, e: &Element) {
             }
         }
         K::InstrRange { start, end, count, last_type, last_subtype, last_size, executed, conditional } => {
-            let _ = write!(
-                out,
-                "exec range=0x{start:x}:[0x{end:x}] num_i({count}) last_sz({last_size}) (ISA={}) {} {}{}",
-                e.isa.name(),
-                if executed { "E" } else { "N" },
-                last_type.opencsd(),
-                last_subtype.opencsd()
-            );
+            out.push_str("exec range=0x");
+            textout::hex(out, start, 0);
+            out.push_str(":[0x");
+            textout::hex(out, end, 0);
+            out.push_str("] num_i(");
+            textout::dec(out, count as u64);
+            out.push_str(") last_sz(");
+            textout::dec(out, last_size as u64);
+            out.push_str(") (ISA=");
+            out.push_str(e.isa.name());
+            out.push_str(if executed { ") E " } else { ") N " });
+            out.push_str(last_type.opencsd());
+            out.push_str(last_subtype.opencsd());
             if conditional {
                 out.push_str(" <cond>");
             }
@@ -334,7 +345,13 @@ pub fn write_opencsd_element(out: &mut String, e: &Element) {
             let _ = write!(out, "first 0x{start:x}:[next 0x{next:x}] num_i({count}) ");
         }
         K::AddrNotAccessible { addr, space } => {
-            let _ = write!(out, " 0x{addr:x}; Memspace [0x{:x}:{}] ", space.0, space.name());
+            out.push_str(" 0x");
+            textout::hex(out, addr, 0);
+            out.push_str("; Memspace [0x");
+            textout::hex(out, space.0 as u64, 0);
+            out.push(':');
+            out.push_str(space.name());
+            out.push_str("] ");
         }
         K::Exception { number, ret_addr, ret_addr_is_branch_target, m_tail_chain } => {
             if let Some(a) = ret_addr {
@@ -369,7 +386,9 @@ pub fn write_opencsd_element(out: &mut String, e: &Element) {
         }
     }
     if let Some(cc) = e.cycle_count {
-        let _ = write!(out, " [CC={cc}]; ");
+        out.push_str(" [CC=");
+        textout::dec(out, cc as u64);
+        out.push_str("]; ");
     }
     out.push(')');
 }

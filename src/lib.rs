@@ -12,3 +12,4 @@ pub mod image;
 pub mod input;
 pub mod protocol;
 pub mod session;
+pub mod textout;

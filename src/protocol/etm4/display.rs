@@ -4,13 +4,18 @@
 use std::fmt::Write;
 
 use super::packet::{Packet, PacketType};
+use crate::textout;
 
 /// Append the trc_pkt_lister packet line (with raw bytes, as in its `-decode`
 /// mode) for `pkt`, followed by a newline.
 pub fn write_opencsd_line(out: &mut String, trace_id: u8, pkt: &Packet, raw: &[u8], is_ete: bool) {
-    let _ = write!(out, "Idx:{}; ID:{:x}; [", pkt.index, trace_id);
-    for b in raw {
-        let _ = write!(out, "0x{b:02x} ");
+    out.push_str("Idx:");
+    textout::dec(out, pkt.index);
+    out.push_str("; ID:");
+    textout::hex(out, trace_id as u64, 0);
+    out.push_str("; [");
+    for &b in raw {
+        textout::byte(out, b);
     }
     out.push_str("];\t");
     write_description(out, pkt, is_ete);
@@ -165,16 +170,18 @@ fn addr_str(out: &mut String, pkt: &Packet, update_bits: u8) {
         out.push('?');
     }
     if valid > 32 {
-        let _ = write!(out, "{:0w$X}", a.value, w = valid_chars as usize);
+        textout::hex_upper(out, a.value, valid_chars as usize);
     } else {
-        let _ = write!(out, "{:0w$X}", a.value as u32, w = valid_chars as usize);
+        textout::hex_upper(out, a.value as u32 as u64, valid_chars as usize);
     }
     if valid < total {
         let _ = write!(out, " ({}:0)", valid as i32 - 1);
     }
     if update_bits > 0 {
         let mask = u64::MAX >> (64 - update_bits as u32);
-        let _ = write!(out, " ~[0x{:X}]", a.value & mask);
+        out.push_str(" ~[0x");
+        textout::hex_upper(out, a.value & mask, 0);
+        out.push(']');
     }
 }
 
