@@ -229,9 +229,8 @@ struct P0 {
     atom_count: u8,
     excep_num: u16,
     prev_same: bool,
-    params: [u32; 3],
-    ite: (u8, u64),
-    q_count: u32,
+    /// Cycle count (Cc, TsCc), event number (Event), instruction count (Q).
+    value: u32,
     q_has_addr: bool,
     /// Sequence number of the oldest unresolved P0 unit of this element.
     seq: u64,
@@ -253,9 +252,7 @@ impl P0 {
             atom_count: 0,
             excep_num: 0,
             prev_same: false,
-            params: [0; 3],
-            ite: (0, 0),
-            q_count: 0,
+            value: 0,
             q_has_addr: false,
             seq: 0,
             mispredicted: 0,
@@ -811,7 +808,7 @@ impl Etm4Decoder {
             }
             P::Q => {
                 let e = self.push(P0Kind::Q, true, pkt);
-                e.q_count = pkt.q.count;
+                e.value = pkt.q.count;
                 if pkt.q.addr_present {
                     e.q_has_addr = true;
                     e.addr = pkt.addr.value;
@@ -845,15 +842,17 @@ impl Etm4Decoder {
             }
             P::Ite => {
                 let e = self.push(P0Kind::Ite, false, pkt);
-                e.ite = (pkt.ite_el, pkt.ite_payload);
+                // Payload in the address field, EL in the ISA field.
+                e.addr = pkt.ite_payload;
+                e.addr_is = pkt.ite_el;
             }
             P::Event => {
                 let e = self.push(P0Kind::Event, false, pkt);
-                e.params[0] = pkt.event as u32;
+                e.value = pkt.event as u32;
             }
             P::CycleCountF1 | P::CycleCountF2 | P::CycleCountF3 => {
                 let e = self.push(P0Kind::Cc, false, pkt);
-                e.params[0] = pkt.cycle_count;
+                e.value = pkt.cycle_count;
                 if pkt.commit_valid {
                     self.res.commit = pkt.commit as i64;
                 }
@@ -862,10 +861,10 @@ impl Etm4Decoder {
                 let with_cc = self.cfg.cycle_counting();
                 let kind = if with_cc { P0Kind::TsCc } else { P0Kind::Ts };
                 let e = self.push(kind, false, pkt);
-                e.params[0] = pkt.timestamp as u32;
-                e.params[1] = (pkt.timestamp >> 32) as u32;
+                // The timestamp rides in the address field.
+                e.addr = pkt.timestamp;
                 if with_cc {
-                    e.params[2] = if pkt.cc_valid { pkt.cycle_count } else { 0 };
+                    e.value = if pkt.cc_valid { pkt.cycle_count } else { 0 };
                 }
             }
             P::Mispredict | P::CancelF1Mispredict | P::CancelF2 | P::CancelF3 => {
@@ -1190,17 +1189,17 @@ impl Etm4Decoder {
     fn process_ts_cc_event(&mut self, e: &P0) {
         let permit_ts = !self.cfg.has_ts_marker() || self.ete_first_ts_marker;
         match e.kind {
-            P0Kind::Event => self.add(e.index, ElementKind::Event { number: e.params[0] as u16 }),
+            P0Kind::Event => self.add(e.index, ElementKind::Event { number: e.value as u16 }),
             P0Kind::Ts if permit_ts => {
-                self.add(e.index, ElementKind::Timestamp { value: e.params[0] as u64 | (e.params[1] as u64) << 32 })
+                self.add(e.index, ElementKind::Timestamp { value: e.addr })
             }
             P0Kind::Cc => {
                 self.add(e.index, ElementKind::CycleCount);
-                self.out.last_mut().unwrap().cycle_count = Some(e.params[0]);
+                self.out.last_mut().unwrap().cycle_count = Some(e.value);
             }
             P0Kind::TsCc if permit_ts => {
-                self.add(e.index, ElementKind::Timestamp { value: e.params[0] as u64 | (e.params[1] as u64) << 32 });
-                self.out.last_mut().unwrap().cycle_count = Some(e.params[2]);
+                self.add(e.index, ElementKind::Timestamp { value: e.addr });
+                self.out.last_mut().unwrap().cycle_count = Some(e.value);
             }
             _ => {}
         }
@@ -1241,7 +1240,7 @@ impl Etm4Decoder {
     }
 
     fn process_ite(&mut self, e: &P0) {
-        self.add(e.index, ElementKind::Instrumentation { el: e.ite.0, value: e.ite.1 });
+        self.add(e.index, ElementKind::Instrumentation { el: e.addr_is, value: e.addr });
     }
 
     /// Decode the instruction at the walk address. `Ok(None)` when the memory is
@@ -1653,7 +1652,7 @@ impl Etm4Decoder {
         };
         let mut r = Range { start: self.walk.addr, end: self.walk.addr, count: 0 };
         let mut is_branch = false;
-        for _ in 0..e.q_count {
+        for _ in 0..e.value {
             let a = self.walk.addr;
             match self.decode_at(a) {
                 Ok(Some(info)) => {
@@ -1669,7 +1668,7 @@ impl Etm4Decoder {
             }
         }
         let mut incomplete = true;
-        if e.q_count > 0 && r.count == e.q_count && (self.walk.addr == q_addr || is_branch) {
+        if e.value > 0 && r.count == e.value && (self.walk.addr == q_addr || is_branch) {
             incomplete = false;
             r.end = self.walk.addr;
             self.set_range(e.index, r, true);
@@ -1679,7 +1678,7 @@ impl Etm4Decoder {
             self.out.push(Element {
                 index: e.index,
                 trace_id: self.trace_id,
-                kind: ElementKind::RangeNoPath { start: r.start, next: q_addr, count: e.q_count },
+                kind: ElementKind::RangeNoPath { start: r.start, next: q_addr, count: e.value },
                 isa,
                 cycle_count: None,
             });
