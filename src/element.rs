@@ -233,6 +233,19 @@ pub struct Element {
     pub isa: Isa,
     /// Cycle count carried by the element, when it has one.
     pub cycle_count: Option<u32>,
+    /// Where the element sits in time (what a timeline plots).
+    pub time: Time,
+}
+
+/// Time context of an element: derived by the decoder, not carried by the
+/// element's own packet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Time {
+    /// Cycles counted on this trace ID up to and including this element (the
+    /// sum of every cycle count reported since the decoder started).
+    pub total_cycles: u64,
+    /// The last timestamp seen on this trace ID at or before this element.
+    pub timestamp: Option<u64>,
 }
 
 impl InstrType {
@@ -503,6 +516,10 @@ pub fn write_json(out: &mut String, e: &Element) {
     if let Some(cc) = e.cycle_count {
         let _ = write!(out, ",\"cycle_count\":{cc}");
     }
+    let _ = write!(out, ",\"total_cycles\":{}", e.time.total_cycles);
+    if let Some(ts) = e.time.timestamp {
+        let _ = write!(out, ",\"last_timestamp\":{ts}");
+    }
     out.push('}');
 }
 
@@ -512,7 +529,7 @@ mod tests {
 
     fn line(kind: ElementKind, isa: Isa, cc: Option<u32>) -> String {
         let mut s = String::new();
-        write_opencsd_line(&mut s, &Element { index: 27, trace_id: 2, kind, isa, cycle_count: cc });
+        write_opencsd_line(&mut s, &Element { index: 27, trace_id: 2, kind, isa, cycle_count: cc, time: Time::default() });
         s
     }
 

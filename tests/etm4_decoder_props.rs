@@ -107,3 +107,26 @@ fn queue_stays_bounded_on_address_floods() {
     let (elements, _) = decode_all(&plan, &data);
     assert!(elements >= 2, "resync and end of trace are reported");
 }
+
+#[test]
+fn every_element_carries_running_cycles_and_last_timestamp() {
+    use tracesight::element::ElementKind;
+    for name in ["texit-poe2", "ts_marker"] {
+        let Some((plan, data)) = fixture(name) else { return };
+        let opts = RunOptions { elements: true, ..Default::default() };
+        let (mut sum, mut last_ts, mut checked) = (0u64, None, 0u32);
+        run(&plan, &data, &opts, |ev| {
+            if let Event::Element { element: e, .. } = ev {
+                sum += e.cycle_count.unwrap_or(0) as u64;
+                if let ElementKind::Timestamp { value } = e.kind {
+                    last_ts = Some(value);
+                }
+                assert_eq!(e.time.total_cycles, sum, "{name} at {}", e.index);
+                assert_eq!(e.time.timestamp, last_ts, "{name} at {}", e.index);
+                checked += 1;
+            }
+        })
+        .unwrap();
+        assert!(checked > 100);
+    }
+}

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use super::config::{CoreProfile, Etm4Config};
 use super::packet::{Packet, PacketType, PeContext as PktContext};
 use crate::element::{
-    Element, ElementKind, InstrSubtype, InstrType, Isa, MemSpace, MemTrans, PeContext, Security, TraceOnReason,
+    Element, ElementKind, Time, InstrSubtype, InstrType, Isa, MemSpace, MemTrans, PeContext, Security, TraceOnReason,
     UnsyncReason,
 };
 use crate::image::instr::{self, DecodeOptions, InstrError, InstrInfo, ItState};
@@ -453,6 +453,8 @@ pub struct Etm4Decoder {
     /// Last P0 sequence number committed.
     last_committed_seq: Option<u64>,
     walk_cache: Box<[WalkCacheEntry]>,
+    /// Running time context of the trace ID.
+    time: Time,
 }
 
 fn calc_isa(is_64bit: bool, is: u8) -> Isa {
@@ -521,6 +523,7 @@ impl Etm4Decoder {
                 WALK_CACHE
             ]
             .into_boxed_slice(),
+            time: Time::default(),
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
@@ -562,11 +565,26 @@ impl Etm4Decoder {
     // ---- output ----------------------------------------------------------
 
     fn add(&mut self, index: u64, kind: ElementKind) {
-        self.out.push(Element { index, trace_id: self.trace_id, kind, isa: self.elem_isa, cycle_count: None });
+        self.out.push(Element {
+            index,
+            trace_id: self.trace_id,
+            kind,
+            isa: self.elem_isa,
+            cycle_count: None,
+            time: Time::default(),
+        });
     }
 
+    /// Hand the pending elements over, stamping each with its time context.
     fn send<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        for e in self.out.drain(..) {
+        for mut e in self.out.drain(..) {
+            if let Some(cc) = e.cycle_count {
+                self.time.total_cycles += cc as u64;
+            }
+            if let ElementKind::Timestamp { value } = e.kind {
+                self.time.timestamp = Some(value);
+            }
+            e.time = self.time;
             sink(DecoderOutput::Element(&e));
         }
     }
@@ -1346,6 +1364,7 @@ impl Etm4Decoder {
             },
             isa,
             cycle_count: None,
+            time: Time::default(),
         });
     }
 
@@ -1681,6 +1700,7 @@ impl Etm4Decoder {
                 kind: ElementKind::RangeNoPath { start: r.start, next: q_addr, count: e.value },
                 isa,
                 cycle_count: None,
+                time: Time::default(),
             });
         }
         self.walk.addr = q_addr;
