@@ -38,6 +38,10 @@ enum Command {
 struct DecodeArgs {
     /// OpenCSD snapshot directory.
     path: PathBuf,
+    /// Add an ELF file's code to the program image, at its own addresses or,
+    /// with @ADDRESS (hex), with its lowest segment there (repeatable).
+    #[arg(long = "image", value_name = "ELF[@ADDRESS]")]
+    images: Vec<String>,
     /// List packets only (no instruction-level decode).
     #[arg(long, conflicts_with = "elements_only")]
     packets: bool,
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
             let path = cli.path.unwrap_or_else(demo_path);
             decode(DecodeArgs {
                 path,
+                images: vec![],
                 packets: false,
                 elements_only: false,
                 src_addr_n: false,
@@ -253,8 +258,16 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     // Plan every buffer and map its file before creating the output, so that a
     // run that cannot start leaves no file behind.
     let mut planned = Vec::with_capacity(buffers.len());
+    let images = args
+        .images
+        .iter()
+        .map(|a| tracesight::image::elf::parse_image_arg(a))
+        .collect::<Result<Vec<_>, _>>()?;
     for buffer in &buffers {
-        let plan = BufferPlan::new(&snap, buffer).map_err(|e| e.to_string())?;
+        let mut plan = BufferPlan::new(&snap, buffer).map_err(|e| e.to_string())?;
+        for (path, load) in &images {
+            plan.add_elf_image(path, *load)?;
+        }
         let file = plan.open().map_err(|e| e.to_string())?;
         planned.push((plan, file));
     }

@@ -205,6 +205,12 @@ impl BufferPlan {
         }
     }
 
+    /// Add an ELF file's loadable segments to the program image (at `load` for
+    /// a position-independent image). Returns how many segments were mapped.
+    pub fn add_elf_image(&mut self, path: &std::path::Path, load: Option<u64>) -> Result<usize, String> {
+        Arc::make_mut(&mut self.image).add_elf(path, load)
+    }
+
     /// Open the buffer's trace file (memory-mapped).
     pub fn open(&self) -> Result<TraceFile, SessionError> {
         Ok(TraceFile::open_for(&self.buffer.path, &format!("trace buffer {}", self.buffer.name))?)

@@ -9,5 +9,6 @@
 
 pub mod a64;
 pub mod arm32;
+pub mod elf;
 pub mod instr;
 pub mod memory;
