@@ -4,29 +4,11 @@
 //!
 //! Run: `cargo bench --bench decode`.
 
-use std::path::Path;
+mod common;
 
+use common::{input, Input};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tracesight::input::Snapshot;
-use tracesight::session::{run, BufferPlan, Event, RunOptions};
-
-struct Input {
-    name: String,
-    plan: BufferPlan,
-    data: Vec<u8>,
-}
-
-fn input(name: &str, min_len: usize) -> Option<Input> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd").join(name);
-    let snap = Snapshot::open(&dir).ok()?;
-    let buffer = snap.default_buffer()?.clone();
-    let plan = BufferPlan::new(&snap, &buffer).ok()?;
-    let one = std::fs::read(&buffer.path).ok()?;
-    let copies = min_len.div_ceil(one.len()).max(1);
-    let data: Vec<u8> = one.iter().copied().cycle().take(one.len() * copies).collect();
-    let label = if copies == 1 { name.to_string() } else { format!("{name}-x{copies}") };
-    Some(Input { name: label, plan, data })
-}
+use tracesight::session::{run, Event, RunOptions};
 
 fn decode(inp: &Input) -> u64 {
     let opts = RunOptions { elements: true, ..Default::default() };

@@ -6,37 +6,11 @@
 //! Run: `cargo bench --bench packets`. The 64 MiB inputs are the sizes of
 //! BASELINE.md's `juno_r1_1-1024`, `001-ack_test-4151` and `texit-poe2-2232`.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use common::{input, Input};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tracesight::input::Snapshot;
-use tracesight::session::{run_packets, BufferPlan, Event, RunOptions};
-
-fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd")
-}
-
-struct Input {
-    name: String,
-    plan: BufferPlan,
-    data: Vec<u8>,
-}
-
-/// The default buffer of fixture `name`, repeated until it is at least
-/// `min_len` bytes (a whole number of copies, as BASELINE.md does).
-fn input(name: &str, min_len: usize) -> Option<Input> {
-    let snap = Snapshot::open(&fixtures().join(name)).ok()?;
-    let buffer = snap.default_buffer()?.clone();
-    let plan = BufferPlan::new(&snap, &buffer).ok()?;
-    let one = std::fs::read(&buffer.path).ok()?;
-    let copies = min_len.div_ceil(one.len()).max(1);
-    let mut data = Vec::with_capacity(one.len() * copies);
-    for _ in 0..copies {
-        data.extend_from_slice(&one);
-    }
-    let label = if copies == 1 { name.to_string() } else { format!("{name}-x{copies}") };
-    Some(Input { name: label, plan, data })
-}
+use tracesight::session::{run_packets, Event, RunOptions};
 
 fn count_packets(inp: &Input) -> u64 {
     let mut n = 0u64;
