@@ -15,7 +15,7 @@ use tracesight::session::{run_packets, Event, RunOptions};
 fn count_packets(inp: &Input) -> u64 {
     let mut n = 0u64;
     run_packets(&inp.plan, &inp.data, &RunOptions::default(), |ev| {
-        if let Event::Etm4 { .. } = ev {
+        if let Event::Packet { .. } = ev {
             n += 1;
         }
     })

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use tracesight::element::{self, ElementKind};
 use tracesight::input::Snapshot;
-use tracesight::protocol::etm4::display;
 use tracesight::session::{run, BufferPlan, Event, RunOptions};
 
 fn main() {
@@ -38,9 +37,8 @@ fn main() {
                     element::write_opencsd_line(&mut buf, e);
                 }
             }
-            Event::Etm4 { stream_id, packet, raw, source } if out.is_some() => {
-                let ete = matches!(&source.kind, tracesight::session::SourceKind::Etm4(c) if c.is_ete());
-                display::write_opencsd_line(&mut buf, stream_id, packet, raw, ete);
+            Event::Packet { stream_id, packet, raw, source } if out.is_some() => {
+                packet.write_opencsd(&mut buf, source, stream_id, raw);
             }
             _ => {}
         }

@@ -19,7 +19,7 @@ fn main() {
     let t = Instant::now();
     let mut packets = 0u64;
     run_packets(&plan, &data, &RunOptions::default(), |ev| {
-        if let Event::Etm4 { .. } = ev {
+        if let Event::Packet { .. } = ev {
             packets += 1;
         }
     })

@@ -10,7 +10,6 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tracesight::element;
 use tracesight::input::Snapshot;
 use tracesight::protocol::etm4::decoder::{DecoderOptions, SpecKind, SpecRecord};
-use tracesight::protocol::etm4::display;
 use tracesight::session::{run, BufferPlan, Event, RunOptions, SourceKind};
 
 #[derive(Parser)]
@@ -386,14 +385,12 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                         ));
                     }
                 }
-                Event::Etm4 { .. } if !show_packets => {}
-                Event::Etm4 { source, stream_id, packet, raw } => {
-                    let ete = matches!(&source.kind, SourceKind::Etm4(c) if c.is_ete());
+                Event::Packet { .. } if !show_packets => {}
+                Event::Packet { source, stream_id, packet, raw } => {
                     if opencsd {
-                        display::write_opencsd_line(&mut out.buf, stream_id, packet, raw, ete);
+                        packet.write_opencsd(&mut out.buf, source, stream_id, raw);
                     } else {
-                        let id = source.trace_id.unwrap_or(stream_id);
-                        display::write_json(&mut out.buf, id, packet, raw);
+                        packet.write_json(&mut out.buf, source.trace_id.unwrap_or(stream_id), raw);
                         out.buf.push('\n');
                     }
                     if let Err(e) = out.maybe_flush() {

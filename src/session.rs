@@ -221,11 +221,43 @@ fn config_note(dev: &Device, e: &ConfigError) -> String {
     format!("{}: trace source {} ({}): {e}; not decoded", dev.path.display(), dev.name, dev.type_name)
 }
 
+/// A packet of any decoded protocol.
+#[derive(Clone, Copy)]
+pub enum PacketRef<'a> {
+    Etm4(&'a Packet),
+}
+
+impl PacketRef<'_> {
+    /// The trc_pkt_lister `-decode` line (with newline).
+    pub fn write_opencsd(&self, out: &mut String, source: &Source, stream_id: u8, raw: &[u8]) {
+        match self {
+            PacketRef::Etm4(p) => {
+                let ete = matches!(&source.kind, SourceKind::Etm4(c) if c.is_ete());
+                crate::protocol::etm4::display::write_opencsd_line(out, stream_id, p, raw, ete)
+            }
+        }
+    }
+
+    /// One JSON object (no newline), under the source's trace ID.
+    pub fn write_json(&self, out: &mut String, trace_id: u8, raw: &[u8]) {
+        match self {
+            PacketRef::Etm4(p) => crate::protocol::etm4::display::write_json(out, trace_id, p, raw),
+        }
+    }
+
+    /// Offset of the packet's first byte.
+    pub fn index(&self) -> u64 {
+        match self {
+            PacketRef::Etm4(p) => p.index,
+        }
+    }
+}
+
 /// What the run reports to its caller, in stream order.
 pub enum Event<'a> {
-    /// A packet of an ETMv4/ETE source. `stream_id` is the ID the data arrived
-    /// under (0 for an unformatted buffer, as trc_pkt_lister prints it).
-    Etm4 { source: &'a Source, stream_id: u8, packet: &'a Packet, raw: &'a [u8] },
+    /// A packet. `stream_id` is the ID the data arrived under (0 for an
+    /// unformatted buffer, as trc_pkt_lister prints it).
+    Packet { source: &'a Source, stream_id: u8, packet: PacketRef<'a>, raw: &'a [u8] },
     /// A decoded element (when elements are requested).
     Element { source: &'a Source, element: &'a Element },
     /// A decoder message, in OpenCSD's error format without a newline.
@@ -303,7 +335,7 @@ impl Chain {
         let decoder = &mut self.decoder;
         self.parser.push_until(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
             counts.0 += 1;
-            on_event(Event::Etm4 { source, stream_id, packet: pk, raw });
+            on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
             match decoder {
                 Some(d) => {
                     d.packet(pk, &mut |o| forward(source, o, on_event, counts));
@@ -320,7 +352,7 @@ impl Chain {
         let decoder = &mut self.decoder;
         self.parser.finish(&mut |pk: &Packet, raw: &[u8]| {
             counts.0 += 1;
-            on_event(Event::Etm4 { source, stream_id, packet: pk, raw });
+            on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
             if let Some(d) = decoder.as_mut() {
                 d.packet(pk, &mut |o| forward(source, o, on_event, counts));
             }
