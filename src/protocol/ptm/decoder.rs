@@ -1,0 +1,634 @@
+//! PTM element decoder: packets plus the program image in, executed
+//! instruction ranges and the other trace elements out.
+//!
+//! PTM traces waypoints only: each atom says whether the next branch in the
+//! program was taken, a branch address packet gives the target of an
+//! indirect (or, with branch broadcast, any) taken branch, and an exception is
+//! a branch address packet with the exception number. The decoder walks the
+//! program image from waypoint to waypoint, as OpenCSD's `TrcPktDecodePtm`
+//! does, element for element (including its use of the return stack and of
+//! waypoint update packets, and its error handling).
+
+use std::fmt::Write;
+use std::sync::Arc;
+
+use super::config::PtmConfig;
+use super::packet::{ISyncReason, PtmPacket, PtmPacketType};
+use crate::element::{
+    Element, ElementKind, InstrSubtype, InstrType, Isa, MemSpace, PeContext, Security, Time, TraceOnReason,
+    UnsyncReason,
+};
+use crate::image::instr::{self, DecodeOptions, InstrError, InstrInfo, ItState};
+use crate::image::memory::MemoryImage;
+use crate::protocol::etm4::decoder::DecoderOutput;
+use crate::protocol::etm4::CoreProfile;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Report NO_SYNC on the next packet.
+    NoSync,
+    /// Waiting for an A-sync.
+    WaitSync,
+    /// Waiting for an I-sync.
+    WaitISync,
+    Decode,
+}
+
+/// How far a walk through the program goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WalkTo {
+    /// To the next waypoint (branch or barrier).
+    Waypoint,
+    /// To and including the instruction at this address (waypoint update).
+    AddressIncl(u64),
+}
+
+/// Errors that appear in decoder messages (OpenCSD `ocsd_err_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DecodeError {
+    UnsupportedIsa,
+    ReturnStackOverflow,
+    InvalidOpcode,
+}
+
+impl DecodeError {
+    fn code(self) -> u32 {
+        match self {
+            DecodeError::UnsupportedIsa => 0x16,
+            DecodeError::ReturnStackOverflow => 0x1c,
+            DecodeError::InvalidOpcode => 0x2c,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            DecodeError::UnsupportedIsa => "OCSD_ERR_UNSUPPORTED_ISA",
+            DecodeError::ReturnStackOverflow => "OCSD_ERR_RET_STACK_OVERFLOW",
+            DecodeError::InvalidOpcode => "OCSD_ERR_INVALID_OPCODE",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            DecodeError::UnsupportedIsa => "ISA not supported in decoder",
+            DecodeError::ReturnStackOverflow => {
+                "Internal return stack overflow checks failed - popped more than we pushed."
+            }
+            DecodeError::InvalidOpcode => "Illegal Opode found while decoding program memory.",
+        }
+    }
+}
+
+impl From<InstrError> for DecodeError {
+    fn from(e: InstrError) -> Self {
+        match e {
+            InstrError::UnsupportedIsa => DecodeError::UnsupportedIsa,
+            InstrError::InvalidOpcode => DecodeError::InvalidOpcode,
+        }
+    }
+}
+
+/// The 16-entry return stack: calls push their return address, an E atom on
+/// an indirect branch pops it. Popping an empty stack is an error.
+#[derive(Clone, Copy, Debug)]
+struct ReturnStack {
+    active: bool,
+    head: usize,
+    entries: i32,
+    stack: [(u64, Isa); 16],
+}
+
+impl ReturnStack {
+    fn new(active: bool) -> ReturnStack {
+        ReturnStack { active, head: 15, entries: 0, stack: [(0, Isa::A32); 16] }
+    }
+
+    fn push(&mut self, addr: u64, isa: Isa) {
+        if self.active {
+            self.head = (self.head + 1) % 16;
+            self.stack[self.head] = (addr, isa);
+            if self.entries < 16 {
+                self.entries += 1;
+            }
+        }
+    }
+
+    fn pop(&mut self) -> Option<(u64, Isa)> {
+        let mut r = None;
+        if self.active {
+            if self.entries > 0 {
+                r = Some(self.stack[self.head]);
+                self.head = (self.head + 15) % 16;
+            }
+            self.entries -= 1;
+        }
+        r
+    }
+
+    fn flush(&mut self) {
+        self.head = 15;
+        self.entries = 0;
+    }
+
+    fn overflow(&self) -> bool {
+        self.entries < 0
+    }
+}
+
+/// Where the walk through the program image is.
+#[derive(Clone, Copy, Debug)]
+struct PeState {
+    addr: u64,
+    isa: Isa,
+    valid: bool,
+}
+
+/// Result of a walk.
+struct Walk {
+    start: u64,
+    end: u64,
+    count: u32,
+    found: bool,
+    last: InstrInfo,
+}
+
+/// The PTM element decoder for one trace ID.
+pub struct PtmDecoder {
+    image: Arc<MemoryImage>,
+    idec: DecodeOptions,
+    it: ItState,
+    trace_id: u8,
+    state: State,
+    unsync_reason: UnsyncReason,
+    need_isync: bool,
+    context: PeContext,
+    pe: PeState,
+    nacc_pending: bool,
+    nacc_addr: u64,
+    rs: ReturnStack,
+    index_curr: u64,
+    /// Instruction set of the element being built (persists between elements
+    /// as in OpenCSD's reused output element).
+    elem_isa: Isa,
+    /// OpenCSD's output element keeps the unsync reason in storage it shares
+    /// with the trace-on reason, exception number, instruction count and
+    /// memory space: a NO_SYNC after a bad packet shows whichever was last set.
+    shared_payload: u32,
+    fatal: bool,
+    msg: String,
+    time: Time,
+}
+
+impl PtmDecoder {
+    pub fn new(cfg: &PtmConfig, image: Arc<MemoryImage>) -> PtmDecoder {
+        let idec = DecodeOptions {
+            arch: cfg.arch,
+            m_profile: cfg.profile == CoreProfile::Microcontroller,
+            // OpenCSD's PTM decoder: WFI/WFE are not waypoints, no IT-block
+            // tracking, DMB/DSB waypoints as ETMCCER says.
+            wfi_wfe_branch: false,
+            dsb_dmb_waypoints: cfg.dmb_dsb_waypoints(),
+            aa64_opcode_check: false,
+            track_it_block: false,
+        };
+        let mut d = PtmDecoder {
+            image,
+            idec,
+            it: ItState::new(),
+            trace_id: cfg.trace_id(),
+            state: State::NoSync,
+            unsync_reason: UnsyncReason::InitDecoder,
+            need_isync: true,
+            context: PeContext::default(),
+            pe: PeState { addr: 0, isa: Isa::Unknown, valid: false },
+            nacc_pending: false,
+            nacc_addr: 0,
+            rs: ReturnStack::new(cfg.return_stack_active()),
+            index_curr: 0,
+            elem_isa: Isa::Unknown,
+            shared_payload: 0,
+            fatal: false,
+            msg: String::new(),
+            time: Time::default(),
+        };
+        d.reset_state();
+        d
+    }
+
+    /// True after an error the decoder cannot recover from; OpenCSD stops the
+    /// whole data path there ("Data Path fatal error").
+    pub fn is_fatal(&self) -> bool {
+        self.fatal
+    }
+
+    /// Back to the unsynchronised start state, as between the buffers of a
+    /// multi-session decode (the next NO_SYNC says `reset-decoder`).
+    pub fn reset(&mut self) {
+        self.fatal = false;
+        self.unsync_reason = UnsyncReason::ResetDecoder;
+        self.reset_state();
+    }
+
+    fn reset_state(&mut self) {
+        self.state = State::NoSync;
+        self.need_isync = true;
+        self.nacc_pending = false;
+        self.context = PeContext {
+            security: Security::Secure,
+            el: 0,
+            el_valid: false,
+            aarch64: false,
+            vmid: None,
+            context_id: None,
+        };
+        self.pe = PeState { addr: 0, isa: Isa::Unknown, valid: false };
+        self.elem_isa = Isa::Unknown;
+        self.shared_payload = 0;
+        self.it = ItState::new();
+        self.rs.flush();
+    }
+
+    // ---- output ----------------------------------------------------------
+
+    fn emit<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, kind: ElementKind, cc: Option<u32>) {
+        if let Some(c) = cc {
+            self.time.total_cycles += c as u64;
+        }
+        if let ElementKind::Timestamp { value } = kind {
+            self.time.timestamp = Some(value);
+        }
+        let e = Element { index, trace_id: self.trace_id, kind, isa: self.elem_isa, cycle_count: cc, time: self.time };
+        sink(DecoderOutput::Element(&e));
+    }
+
+    fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, text: &str) {
+        self.msg.clear();
+        let _ = write!(
+            self.msg,
+            "DCD_PTM_{:04} : 0x{:04x} ({}) [{}]; TrcIdx={}; CS ID={:02x}; {}",
+            self.trace_id,
+            err.code(),
+            err.name(),
+            err.description(),
+            self.index_curr,
+            self.trace_id,
+            text
+        );
+        let m = std::mem::take(&mut self.msg);
+        sink(DecoderOutput::Message(&m));
+        self.msg = m;
+    }
+
+    fn unsync_from_payload(&self) -> UnsyncReason {
+        match self.shared_payload {
+            1 => UnsyncReason::InitDecoder,
+            2 => UnsyncReason::ResetDecoder,
+            3 => UnsyncReason::Overflow,
+            4 => UnsyncReason::Discard,
+            5 => UnsyncReason::BadPacket,
+            6 => UnsyncReason::BadImage,
+            7 => UnsyncReason::EndOfTrace,
+            // OpenCSD prints no reason above 7; the element model has none.
+            _ => UnsyncReason::Undefined,
+        }
+    }
+
+    fn reason_code(r: UnsyncReason) -> u32 {
+        match r {
+            UnsyncReason::Undefined => 0,
+            UnsyncReason::InitDecoder => 1,
+            UnsyncReason::ResetDecoder => 2,
+            UnsyncReason::Overflow => 3,
+            UnsyncReason::Discard => 4,
+            UnsyncReason::BadPacket => 5,
+            UnsyncReason::BadImage => 6,
+            UnsyncReason::EndOfTrace => 7,
+        }
+    }
+
+    // ---- packet entry -----------------------------------------------------
+
+    /// Decode one packet.
+    pub fn packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &PtmPacket, sink: &mut F) {
+        // Only the first chunk of unsynchronised bytes reaches the decoder.
+        if pkt.ptype == PtmPacketType::NotSync && !pkt.first_not_sync {
+            return;
+        }
+        if self.fatal {
+            return;
+        }
+        self.index_curr = pkt.index;
+        loop {
+            match self.state {
+                State::NoSync => {
+                    self.shared_payload = Self::reason_code(self.unsync_reason);
+                    self.emit(sink, self.index_curr, ElementKind::NoSync(self.unsync_reason), None);
+                    self.state = if pkt.ptype == PtmPacketType::ASync { State::WaitISync } else { State::WaitSync };
+                    return;
+                }
+                State::WaitSync => {
+                    if pkt.ptype == PtmPacketType::ASync {
+                        self.state = State::WaitISync;
+                    }
+                    return;
+                }
+                State::WaitISync => {
+                    if pkt.ptype != PtmPacketType::ISync {
+                        return;
+                    }
+                    self.state = State::Decode;
+                }
+                State::Decode => {
+                    self.decode(pkt, sink);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// End of trace.
+    pub fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if self.fatal {
+            return;
+        }
+        self.shared_payload = 7;
+        self.emit(sink, self.index_curr, ElementKind::EndOfTrace(UnsyncReason::EndOfTrace), None);
+    }
+
+    fn decode<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &PtmPacket, sink: &mut F) {
+        use PtmPacketType as P;
+        match pkt.ptype {
+            P::NotSync | P::IncompleteEot | P::NoError | P::ASync | P::Ignore => {}
+            P::BadSequence | P::Reserved => {
+                self.state = State::WaitSync;
+                self.need_isync = true;
+                let r = self.unsync_from_payload();
+                self.emit(sink, self.index_curr, ElementKind::NoSync(r), None);
+            }
+            P::ISync => self.isync(pkt, sink),
+            P::BranchAddress => self.branch(pkt, sink),
+            P::Trigger => {
+                // OpenCSD: EVENT element of type trigger.
+                self.shared_payload = 1;
+                self.emit(sink, self.index_curr, ElementKind::Event { number: 0 }, None);
+            }
+            P::WaypointUpdate => {
+                if self.pe.valid {
+                    self.atom_range(true, WalkTo::AddressIncl(pkt.addr), pkt, sink);
+                }
+                self.pending_nacc(sink);
+            }
+            P::ContextId => {
+                if self.context.context_id != Some(pkt.context_id) {
+                    self.context.context_id = Some(pkt.context_id);
+                    self.emit(sink, self.index_curr, ElementKind::PeContext(self.context), None);
+                }
+            }
+            P::Vmid => {
+                if self.context.vmid != Some(pkt.vmid as u32) {
+                    self.context.vmid = Some(pkt.vmid as u32);
+                    self.emit(sink, self.index_curr, ElementKind::PeContext(self.context), None);
+                }
+            }
+            P::Atom => {
+                if self.pe.valid {
+                    for e in pkt.atoms() {
+                        if !self.pe.valid || self.fatal {
+                            break;
+                        }
+                        self.atom_range(e, WalkTo::Waypoint, pkt, sink);
+                    }
+                    if !self.fatal {
+                        self.pending_nacc(sink);
+                    }
+                }
+            }
+            P::Timestamp => {
+                let cc = pkt.cc_valid.then_some(pkt.cycle_count);
+                self.emit(sink, self.index_curr, ElementKind::Timestamp { value: pkt.timestamp }, cc);
+            }
+            P::ExceptionReturn => {
+                self.emit(sink, self.index_curr, ElementKind::ExceptionReturn, None);
+            }
+        }
+    }
+
+    fn isync<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &PtmPacket, sink: &mut F) {
+        self.pe = PeState { addr: pkt.addr, isa: pkt.isa, valid: true };
+        let mut ctxt_changed = pkt.isa_changed();
+        if pkt.context_id_updated {
+            self.context.context_id = Some(pkt.context_id);
+            ctxt_changed = true;
+        }
+        if pkt.vmid_updated {
+            self.context.vmid = Some(pkt.vmid as u32);
+            ctxt_changed = true;
+        }
+        self.context.security = if pkt.ns { Security::NonSecure } else { Security::Secure };
+        if self.need_isync || pkt.isync_reason != ISyncReason::Periodic {
+            let reason = match pkt.isync_reason {
+                ISyncReason::RestartOverflow => TraceOnReason::Overflow,
+                ISyncReason::DebugExit => TraceOnReason::DebugRestart,
+                _ => TraceOnReason::Normal,
+            };
+            self.shared_payload = match reason {
+                TraceOnReason::Normal => 0,
+                TraceOnReason::Overflow => 1,
+                TraceOnReason::DebugRestart => 2,
+            };
+            let cc = pkt.cc_valid.then_some(pkt.cycle_count);
+            self.emit(sink, self.index_curr, ElementKind::TraceOn(reason), cc);
+        } else {
+            ctxt_changed = false;
+        }
+        self.need_isync = false;
+        self.rs.flush();
+        if ctxt_changed {
+            self.elem_isa = self.pe.isa;
+            self.emit(sink, self.index_curr, ElementKind::PeContext(self.context), None);
+        }
+    }
+
+    fn branch<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &PtmPacket, sink: &mut F) {
+        if pkt.exception_present {
+            let ret_addr = self.pe.valid.then_some(self.pe.addr);
+            let number = pkt.exception_number as u32;
+            self.shared_payload = number;
+            let cc = pkt.cc_valid.then_some(pkt.cycle_count);
+            let kind =
+                ElementKind::Exception { number, ret_addr, ret_addr_is_branch_target: false, m_tail_chain: false };
+            self.emit(sink, self.index_curr, kind, cc);
+        } else if self.pe.valid {
+            // A branch address implies an E atom on the branch before it.
+            self.atom_range(true, WalkTo::Waypoint, pkt, sink);
+            if self.fatal {
+                return;
+            }
+        }
+        self.pe = PeState { addr: pkt.addr, isa: pkt.isa, valid: true };
+        self.pending_nacc(sink);
+    }
+
+    fn pending_nacc<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if self.nacc_pending {
+            let space = self.mem_space();
+            self.shared_payload = space.0 as u32;
+            let kind = ElementKind::AddrNotAccessible { addr: self.nacc_addr, space };
+            self.emit(sink, self.index_curr, kind, None);
+            self.nacc_pending = false;
+        }
+    }
+
+    fn mem_space(&self) -> MemSpace {
+        if self.context.security == Security::Secure {
+            MemSpace::S
+        } else {
+            MemSpace::N
+        }
+    }
+
+    /// Walk the program for one atom (`executed` = E) and report the range.
+    fn atom_range<F: FnMut(DecoderOutput<'_>)>(&mut self, executed: bool, to: WalkTo, pkt: &PtmPacket, sink: &mut F) {
+        let w = match self.walk(to) {
+            Ok(w) => w,
+            Err(e) => {
+                // OpenCSD names the packet being processed.
+                let what = match pkt.ptype {
+                    PtmPacketType::WaypointUpdate => "WP update",
+                    PtmPacketType::BranchAddress => "BranchAddr",
+                    _ => "atom",
+                };
+                if e == DecodeError::UnsupportedIsa {
+                    // A warning: wait for an address in a decodable instruction set.
+                    self.pe.valid = false;
+                    let text = format!("Warning: unsupported instruction set processing {what} packet.");
+                    self.log(sink, e, &text);
+                    return;
+                }
+                let text = format!("Error processing {what} packet.");
+                self.log(sink, e, &text);
+                self.fatal = true;
+                return;
+            }
+        };
+        let range_isa = self.pe.isa;
+        if w.found {
+            let next = w.end;
+            let mut new_addr = next;
+            let mut new_isa = w.last.next_isa;
+            match w.last.itype {
+                InstrType::Branch if executed => {
+                    new_addr = w.last.target;
+                    if w.last.link {
+                        self.rs.push(next, range_isa);
+                    }
+                }
+                InstrType::IndirectBranch if executed => {
+                    // Taken indirect branch: the next address comes from a
+                    // branch address packet, or for an atom from the return stack.
+                    self.pe.valid = false;
+                    if self.rs.active && pkt.ptype == PtmPacketType::Atom {
+                        let popped = self.rs.pop();
+                        if self.rs.overflow() {
+                            let text = "Return stack error processing atom packet.";
+                            self.log(sink, DecodeError::ReturnStackOverflow, text);
+                            self.fatal = true;
+                            return;
+                        }
+                        if let Some((a, isa)) = popped {
+                            new_addr = a;
+                            new_isa = isa;
+                        }
+                        self.pe.valid = true;
+                    }
+                    if w.last.link {
+                        self.rs.push(next, range_isa);
+                    }
+                }
+                _ => {}
+            }
+            let cc = pkt.cc_valid.then_some(pkt.cycle_count);
+            self.emit_range(sink, &w, range_isa, executed, cc);
+            self.pe.addr = new_addr;
+            self.pe.isa = new_isa;
+        } else {
+            // No waypoint before inaccessible memory: report what was walked.
+            self.pe.valid = false;
+            if w.start != w.end {
+                self.emit_range(sink, &w, range_isa, true, None);
+            }
+        }
+    }
+
+    fn emit_range<F: FnMut(DecoderOutput<'_>)>(
+        &mut self,
+        sink: &mut F,
+        w: &Walk,
+        isa: Isa,
+        executed: bool,
+        cc: Option<u32>,
+    ) {
+        self.elem_isa = isa;
+        self.shared_payload = w.count;
+        let kind = ElementKind::InstrRange {
+            start: w.start,
+            end: w.end,
+            count: w.count,
+            last_type: w.last.itype,
+            last_subtype: w.last.subtype,
+            last_size: w.last.size,
+            executed,
+            conditional: w.last.conditional,
+        };
+        self.emit(sink, self.index_curr, kind, cc);
+    }
+
+    /// Walk from the current address, as OpenCSD's `traceInstrToWP`.
+    fn walk(&mut self, to: WalkTo) -> Result<Walk, DecodeError> {
+        let space = self.mem_space();
+        let isa = self.pe.isa;
+        let mut addr = self.pe.addr;
+        let mut w = Walk {
+            start: addr,
+            end: addr,
+            count: 0,
+            found: false,
+            last: InstrInfo {
+                itype: InstrType::Other,
+                subtype: InstrSubtype::None,
+                next_isa: isa,
+                ..Default::default()
+            },
+        };
+        loop {
+            let here = addr;
+            let mut bytes = [0u8; 4];
+            let n = self.image.read(addr, space, &mut bytes);
+            let first = u16::from_le_bytes([bytes[0], bytes[1]]);
+            let readable = n == 4 || (isa == Isa::T32 && n >= 2 && !instr::t32_is_32bit(first));
+            if !readable {
+                self.nacc_pending = true;
+                self.nacc_addr = addr;
+                return Ok(w);
+            }
+            let info = match isa {
+                Isa::T32 => {
+                    let second = u16::from_le_bytes([bytes[2], bytes[3]]);
+                    instr::decode(isa, first as u32, second, addr, &self.idec, &mut self.it)?
+                }
+                _ => instr::decode(isa, u32::from_le_bytes(bytes), 0, addr, &self.idec, &mut self.it)?,
+            };
+            addr = addr.wrapping_add(info.size as u64);
+            w.end = addr;
+            w.count += 1;
+            w.last = info;
+            w.found = match to {
+                WalkTo::Waypoint => info.itype != InstrType::Other,
+                WalkTo::AddressIncl(a) => here == a,
+            };
+            if w.found {
+                return Ok(w);
+            }
+        }
+    }
+}
