@@ -10,7 +10,7 @@ use std::fmt::Write;
 use crate::textout;
 
 /// Instruction set of a range or context.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Isa {
     A32,
     T32,
@@ -38,7 +38,7 @@ impl Isa {
 }
 
 /// The kind of the last instruction of a range: what ended it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum InstrType {
     #[default]
     Other,
@@ -51,7 +51,7 @@ pub enum InstrType {
 }
 
 /// Refinement of [`InstrType`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum InstrSubtype {
     #[default]
     None,
@@ -66,7 +66,7 @@ pub enum InstrSubtype {
 }
 
 /// Security state of a context.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Security {
     #[default]
     Secure,
@@ -76,7 +76,7 @@ pub enum Security {
 }
 
 /// Processing-element context.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub struct PeContext {
     pub security: Security,
     pub el: u8,
@@ -87,7 +87,7 @@ pub struct PeContext {
 }
 
 /// Why a trace stream is not synchronised (or ended).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum UnsyncReason {
     #[default]
     Undefined,
@@ -116,7 +116,7 @@ impl UnsyncReason {
 }
 
 /// Why trace (re)started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum TraceOnReason {
     #[default]
     Normal,
@@ -125,7 +125,7 @@ pub enum TraceOnReason {
 }
 
 /// Transactional memory events (FEAT_TME).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MemTrans {
     /// Trace started inside a transaction.
     TraceInit,
@@ -136,7 +136,7 @@ pub enum MemTrans {
 
 /// The memory space an address belongs to (OpenCSD's `ocsd_mem_space_acc`
 /// bit values, which appear in its output).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct MemSpace(pub u8);
 
 impl MemSpace {
@@ -184,7 +184,7 @@ impl MemSpace {
 }
 
 /// What an element says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ElementKind {
     /// Not synchronised to the stream (start, after an error or overflow).
     NoSync(UnsyncReason),
@@ -222,7 +222,7 @@ pub enum ElementKind {
 }
 
 /// One decoded element.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Element {
     /// Offset in the trace buffer of the packet that produced the element.
     pub index: u64,
@@ -239,7 +239,7 @@ pub struct Element {
 
 /// Time context of an element: derived by the decoder, not carried by the
 /// element's own packet.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Time {
     /// Cycles counted on this trace ID up to and including this element (the
     /// sum of every cycle count reported since the decoder started).

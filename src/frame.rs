@@ -310,6 +310,26 @@ impl Deformatter {
         self.raw.clear();
     }
 
+    /// The trace ID in force for the next frame (`None` before the first ID).
+    pub fn current_id(&self) -> Option<u8> {
+        (self.cur_id != NO_ID).then_some(self.cur_id)
+    }
+
+    /// A memory-aligned deformatter resuming at frame boundary `index` with
+    /// `id` in force, as one that had consumed everything before it (an index
+    /// restarting a decode part way through a buffer).
+    pub fn resume_mem_aligned(index: u64, id: Option<u8>) -> Deformatter {
+        let mut d = Deformatter::new(FrameMode::MemAligned);
+        d.cur_id = id.unwrap_or(NO_ID);
+        d.started = true;
+        d.pos = index;
+        d.sof = index;
+        d.sof_cand = index;
+        d.call_start = index;
+        d.next_input = index;
+        d
+    }
+
     /// Stream index just past the data consumed so far: after the last
     /// complete frame (memory aligned) or the last consumed byte (TPIU; the
     /// footer-stripped index for DSTREAM).  After an error or a stop this is

@@ -309,6 +309,15 @@ struct Chain {
     source: usize,
 }
 
+/// Counters a run keeps (and an index records).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Counts {
+    pub packets: u64,
+    pub elements: u64,
+    /// Instructions in the instruction-range elements.
+    pub instructions: u64,
+}
+
 impl Chain {
     fn new(plan: &BufferPlan, si: usize, cfg: &Etm4Config, opts: &RunOptions) -> Chain {
         let decoder = opts.elements.then(|| {
@@ -329,12 +338,12 @@ impl Chain {
         index: u64,
         bytes: &[u8],
         on_event: &mut F,
-        counts: &mut (u64, u64),
+        counts: &mut Counts,
     ) -> bool {
         let source = &plan.sources[self.source];
         let decoder = &mut self.decoder;
         self.parser.push_until(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
-            counts.0 += 1;
+            counts.packets += 1;
             on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
             match decoder {
                 Some(d) => {
@@ -347,11 +356,11 @@ impl Chain {
         !self.decoder.as_ref().is_some_and(|d| d.is_fatal())
     }
 
-    fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut (u64, u64)) {
+    fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut Counts) {
         let source = &plan.sources[self.source];
         let decoder = &mut self.decoder;
         self.parser.finish(&mut |pk: &Packet, raw: &[u8]| {
-            counts.0 += 1;
+            counts.packets += 1;
             on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
             if let Some(d) = decoder.as_mut() {
                 d.packet(pk, &mut |o| forward(source, o, on_event, counts));
@@ -366,10 +375,13 @@ impl Chain {
     }
 }
 
-fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event: &mut F, counts: &mut (u64, u64)) {
+fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event: &mut F, counts: &mut Counts) {
     match o {
         DecoderOutput::Element(e) => {
-            counts.1 += 1;
+            counts.elements += 1;
+            if let crate::element::ElementKind::InstrRange { count, .. } = e.kind {
+                counts.instructions += count as u64;
+            }
             on_event(Event::Element { source, element: e });
         }
         DecoderOutput::Message(text) => on_event(Event::Message { source, text }),
@@ -386,6 +398,247 @@ enum Slot {
     Skip,
 }
 
+/// The serialized state of a [`Runner`] between two blocks.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct RunnerState {
+    offset: u64,
+    frame_id: Option<u8>,
+    /// Per trace ID: parser state and decoder state.
+    chains: Vec<(u8, Vec<u8>, Option<Vec<u8>>)>,
+    /// Trace IDs already reported as skipped.
+    skipped: Vec<u8>,
+    counts: Counts,
+}
+
+/// A decode of one buffer that can be fed block by block, paused and resumed
+/// from a saved state (what the index stores).
+pub struct Runner<'p> {
+    plan: &'p BufferPlan,
+    opts: RunOptions,
+    mode: Option<FrameMode>,
+    demux: Option<Deformatter>,
+    slots: Vec<Slot>,
+    /// The raw-buffer chain (unformatted data).
+    raw: Option<Chain>,
+    /// Next offset to feed.
+    offset: u64,
+    pub counts: Counts,
+    fatal: Option<String>,
+    frame_error: Option<FrameError>,
+    done: bool,
+}
+
+impl<'p> Runner<'p> {
+    pub fn new(plan: &'p BufferPlan, opts: &RunOptions) -> Runner<'p> {
+        let wanted = |id: u8| opts.ids.is_empty() || opts.ids.contains(&id);
+        let mode = plan.frame_mode(opts.dstream);
+        let mut r = Runner {
+            plan,
+            opts: opts.clone(),
+            mode,
+            demux: mode.map(Deformatter::new),
+            slots: (0..128).map(|_| Slot::Empty).collect(),
+            raw: None,
+            offset: 0,
+            counts: Counts::default(),
+            fatal: None,
+            frame_error: None,
+            done: false,
+        };
+        match mode {
+            None => {
+                if let SourceKind::Etm4(cfg) = &plan.sources[0].kind {
+                    // trc_pkt_lister lists raw-buffer packets under ID 0 and filters on it.
+                    if wanted(0) || wanted(cfg.trace_id()) {
+                        r.raw = Some(Chain::new(plan, 0, cfg, opts));
+                    }
+                }
+            }
+            Some(_) => {
+                for (i, s) in plan.sources.iter().enumerate() {
+                    match (s.trace_id, &s.kind) {
+                        (Some(id), SourceKind::Etm4(cfg)) if wanted(id) => {
+                            r.slots[id as usize] = Slot::Chain(Box::new(Chain::new(plan, i, cfg, opts)));
+                        }
+                        (Some(id), _) if !wanted(id) => r.slots[id as usize] = Slot::Skip,
+                        _ => {}
+                    }
+                }
+            }
+        }
+        r
+    }
+
+    /// Offset of the next byte to feed.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// True once the data path stopped (fatal error) or the run finished.
+    pub fn stopped(&self) -> bool {
+        self.fatal.is_some() || self.frame_error.is_some() || self.done
+    }
+
+    /// Feed the next block of the buffer (it must start at [`Runner::offset`]).
+    /// Returns false when the data path stopped.
+    pub fn feed<F: FnMut(Event<'_>)>(&mut self, bytes: &[u8], on_event: &mut F) -> bool {
+        if self.stopped() {
+            return false;
+        }
+        let index = self.offset;
+        let plan = self.plan;
+        match self.demux.as_mut() {
+            None => {
+                if let Some(chain) = self.raw.as_mut() {
+                    // Blocks of the size trc_pkt_lister reads, so that a decoder
+                    // that stops the data path stops it at the same place.
+                    for (i, block) in bytes.chunks(1024).enumerate() {
+                        let at = index + (i * 1024) as u64;
+                        if !chain.push(plan, 0, at, block, on_event, &mut self.counts) {
+                            self.offset = chain.parser.bytes_in();
+                            self.fatal = Some(format!(
+                                "trace ID 0x{:x}: the decoder stopped on an error",
+                                plan.sources[0].trace_id.unwrap_or(0)
+                            ));
+                            return false;
+                        }
+                    }
+                } else if let Some(id) = plan.sources[0].trace_id {
+                    if index == 0 && !matches!(plan.sources[0].kind, SourceKind::Etm4(_)) {
+                        on_event(Event::Skipped { trace_id: id, reason: skip_reason(&plan.sources[0]) });
+                    }
+                }
+                self.offset = index + bytes.len() as u64;
+                true
+            }
+            Some(demux) => {
+                let mut fatal = None;
+                let mut sink =
+                    DemuxSink { plan, slots: &mut self.slots, on_event, counts: &mut self.counts, fatal: &mut fatal };
+                let res = demux.push(index, bytes, &mut sink);
+                self.offset = index + bytes.len() as u64;
+                match res {
+                    Err(e) => {
+                        self.frame_error = Some(e);
+                        false
+                    }
+                    Ok(Flow::Stop) => {
+                        self.fatal = fatal.or(Some("the data path stopped".into()));
+                        false
+                    }
+                    Ok(Flow::Continue) => true,
+                }
+            }
+        }
+    }
+
+    /// End of the buffer: flush every decoder (unless the data path stopped).
+    pub fn finish<F: FnMut(Event<'_>)>(&mut self, on_event: &mut F) {
+        if self.stopped() {
+            return;
+        }
+        let plan = self.plan;
+        if let Some(demux) = self.demux.as_mut() {
+            let mut fatal = None;
+            let mut sink =
+                DemuxSink { plan, slots: &mut self.slots, on_event, counts: &mut self.counts, fatal: &mut fatal };
+            if let Err(e) = demux.finish(&mut sink) {
+                self.frame_error = Some(e);
+                return;
+            }
+            for (id, slot) in self.slots.iter_mut().enumerate() {
+                if let Slot::Chain(c) = slot {
+                    c.finish(plan, id as u8, on_event, &mut self.counts);
+                }
+            }
+        } else if let Some(chain) = self.raw.as_mut() {
+            chain.finish(plan, 0, on_event, &mut self.counts);
+        }
+        self.done = true;
+    }
+
+    /// The state between two blocks, to resume with [`Runner::resume`]. Only
+    /// memory-aligned frames and unformatted buffers can be resumed.
+    pub fn save_state(&self) -> Option<Vec<u8>> {
+        if self.stopped() || !matches!(self.mode, None | Some(FrameMode::MemAligned)) {
+            return None;
+        }
+        let mut chains = Vec::new();
+        let mut skipped = Vec::new();
+        if let Some(c) = &self.raw {
+            chains.push((0, c.parser.save_state(), c.decoder.as_ref().map(|d| d.save_state())));
+        }
+        for (id, slot) in self.slots.iter().enumerate() {
+            match slot {
+                Slot::Chain(c) => {
+                    chains.push((id as u8, c.parser.save_state(), c.decoder.as_ref().map(|d| d.save_state())))
+                }
+                Slot::Skip => skipped.push(id as u8),
+                Slot::Empty => {}
+            }
+        }
+        let st = RunnerState {
+            offset: self.offset,
+            frame_id: self.demux.as_ref().and_then(|d| d.current_id()),
+            chains,
+            skipped,
+            counts: self.counts,
+        };
+        bincode::serialize(&st).ok()
+    }
+
+    /// A runner continuing from a saved state.
+    pub fn resume(plan: &'p BufferPlan, opts: &RunOptions, state: &[u8]) -> Result<Runner<'p>, String> {
+        let st: RunnerState = bincode::deserialize(state).map_err(|e| format!("run state: {e}"))?;
+        let mut r = Runner::new(plan, opts);
+        r.offset = st.offset;
+        r.counts = st.counts;
+        if r.demux.is_some() {
+            r.demux = Some(Deformatter::resume_mem_aligned(st.offset, st.frame_id));
+        }
+        let cfg_of = |si: usize| match &plan.sources[si].kind {
+            SourceKind::Etm4(cfg) => Some(cfg),
+            _ => None,
+        };
+        for (id, pstate, dstate) in st.chains {
+            let chain = match (&mut r.raw, &mut r.slots[id as usize & 0x7f]) {
+                (Some(c), _) if r.mode.is_none() => c,
+                (_, Slot::Chain(c)) => &mut **c,
+                _ => return Err(format!("run state names trace ID 0x{id:x}, which this decode does not have")),
+            };
+            let cfg = cfg_of(chain.source).ok_or("run state for a source that is not ETMv4/ETE")?;
+            chain.parser = Etm4Parser::load_state(cfg, &pstate)?;
+            chain.decoder = match (dstate, opts.elements) {
+                (Some(d), true) => Some(Etm4Decoder::load_state(cfg, plan.image.clone(), &d)?),
+                (None, false) => None,
+                _ => return Err("run state was saved with another decode level".into()),
+            };
+        }
+        for id in st.skipped {
+            if matches!(r.slots[id as usize & 0x7f], Slot::Empty) {
+                r.slots[id as usize & 0x7f] = Slot::Skip;
+            }
+        }
+        Ok(r)
+    }
+
+    /// Totals after [`Runner::finish`] (or a stop).
+    pub fn summary(&self, data_len: u64) -> RunSummary {
+        let bytes_processed = match (&self.demux, self.mode) {
+            (Some(d), Some(m)) if self.stopped() && !self.done || m == FrameMode::Dstream => d.stream_position(),
+            (None, _) if self.fatal.is_some() => self.offset,
+            _ => data_len,
+        };
+        RunSummary {
+            bytes_processed,
+            packets: self.counts.packets,
+            elements: self.counts.elements,
+            frame_error: self.frame_error.clone(),
+            fatal: self.fatal.clone(),
+        }
+    }
+}
+
 /// Decode `data` (the buffer's bytes) into packets, and elements when asked.
 pub fn run<F: FnMut(Event<'_>)>(
     plan: &BufferPlan,
@@ -393,96 +646,21 @@ pub fn run<F: FnMut(Event<'_>)>(
     opts: &RunOptions,
     mut on_event: F,
 ) -> Result<RunSummary, SessionError> {
-    let wanted = |id: u8| opts.ids.is_empty() || opts.ids.contains(&id);
-    let mut summary = RunSummary::default();
-    let mut counts = (0u64, 0u64);
-    match plan.frame_mode(opts.dstream) {
-        None => {
-            let source = &plan.sources[0];
-            let SourceKind::Etm4(cfg) = &source.kind else {
-                if let Some(id) = source.trace_id {
-                    on_event(Event::Skipped { trace_id: id, reason: skip_reason(source) });
-                }
-                summary.bytes_processed = data.len() as u64;
-                return Ok(summary);
-            };
-            summary.bytes_processed = data.len() as u64;
-            // trc_pkt_lister lists raw-buffer packets under ID 0 and filters on it.
-            if !wanted(0) && !wanted(cfg.trace_id()) {
-                return Ok(summary);
-            }
-            let mut chain = Chain::new(plan, 0, cfg, opts);
-            // Blocks of the size trc_pkt_lister reads, so that a decoder that
-            // stops the data path stops it at the same place.
-            let mut ok = true;
-            for (i, block) in data.chunks(1024).enumerate() {
-                let index = (i * 1024) as u64;
-                if !chain.push(plan, 0, index, block, &mut on_event, &mut counts) {
-                    summary.bytes_processed = chain.parser.bytes_in();
-                    ok = false;
-                    break;
-                }
-            }
-            if ok {
-                chain.finish(plan, 0, &mut on_event, &mut counts);
-            } else {
-                summary.fatal = Some(format!("trace ID 0x{:x}: the decoder stopped on an error", cfg.trace_id()));
-            }
-        }
-        Some(mode) => {
-            let mut slots: Vec<Slot> = (0..128).map(|_| Slot::Empty).collect();
-            for (i, s) in plan.sources.iter().enumerate() {
-                match (s.trace_id, &s.kind) {
-                    (Some(id), SourceKind::Etm4(cfg)) if wanted(id) => {
-                        slots[id as usize] = Slot::Chain(Box::new(Chain::new(plan, i, cfg, opts)));
-                    }
-                    (Some(id), _) if !wanted(id) => slots[id as usize] = Slot::Skip,
-                    _ => {}
-                }
-            }
-            let accepted = mode.lister_accepted_len(data.len() as u64) as usize;
-            let mut demux = Deformatter::new(mode);
-            let mut fatal = None;
-            let mut sink = DemuxSink {
-                plan,
-                slots: &mut slots,
-                on_event: &mut on_event,
-                counts: &mut counts,
-                fatal: &mut fatal,
-            };
-            let res = demux.push(0, &data[..accepted], &mut sink).and_then(|flow| match flow {
-                Flow::Continue => demux.finish(&mut sink),
-                Flow::Stop => Ok(()),
-            });
-            // DSTREAM counts footer-stripped bytes, like trc_pkt_lister.
-            summary.bytes_processed = match &res {
-                Ok(()) if accepted == data.len() && mode != FrameMode::Dstream && fatal.is_none() => accepted as u64,
-                _ => demux.stream_position(),
-            };
-            match res {
-                Err(e) => summary.frame_error = Some(e),
-                Ok(()) if accepted != data.len() => {
-                    summary.frame_error =
-                        Some(FrameError::PartialFrame { index: accepted as u64, len: data.len() - accepted })
-                }
-                Ok(()) => {}
-            }
-            // A fatal error stops the data path: no end-of-trace processing, as
-            // trc_pkt_lister.
-            if let Some(f) = fatal {
-                summary.fatal = Some(f);
-            } else if summary.frame_error.is_none() {
-                // End of trace for every chain, in trace ID order.
-                for (id, slot) in slots.iter_mut().enumerate() {
-                    if let Slot::Chain(c) = slot {
-                        c.finish(plan, id as u8, &mut on_event, &mut counts);
-                    }
-                }
-            }
-        }
+    let mut r = Runner::new(plan, opts);
+    let accepted = match r.mode {
+        Some(m) => m.lister_accepted_len(data.len() as u64) as usize,
+        None => data.len(),
+    };
+    // A buffer trc_pkt_lister cannot read whole ends in a fatal error: no
+    // end-of-trace processing then.
+    if r.feed(&data[..accepted], &mut on_event) && accepted == data.len() {
+        r.finish(&mut on_event);
     }
-    summary.packets = counts.0;
-    summary.elements = counts.1;
+    let mut summary = r.summary(data.len() as u64);
+    if accepted != data.len() && summary.frame_error.is_none() {
+        summary.frame_error = Some(FrameError::PartialFrame { index: accepted as u64, len: data.len() - accepted });
+        summary.bytes_processed = accepted as u64;
+    }
     Ok(summary)
 }
 
@@ -505,7 +683,7 @@ struct DemuxSink<'p, 's, F> {
     plan: &'p BufferPlan,
     slots: &'s mut Vec<Slot>,
     on_event: &'s mut F,
-    counts: &'s mut (u64, u64),
+    counts: &'s mut Counts,
     fatal: &'s mut Option<String>,
 }
 

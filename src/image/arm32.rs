@@ -167,7 +167,7 @@ impl ArmInfo {
 
 /// IT-block tracking state carried from one T32 instruction to the next
 /// (OpenCSD's `thumb_it_conditions`). `Default` is outside any IT block.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ItState {
     remaining: u8,
 }

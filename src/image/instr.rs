@@ -18,7 +18,7 @@ pub enum InstrError {
 }
 
 /// What the walk learns from one instruction.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InstrInfo {
     pub itype: InstrType,
     pub subtype: InstrSubtype,

@@ -100,6 +100,23 @@ impl Etm4Config {
         Ok(if is_ete { cfg } else { Etm4Config { trcdevarch: None, ..cfg } })
     }
 
+    /// A configuration with every register zero, replaced before use (the
+    /// placeholder a deserialized decoder holds until its configuration is
+    /// supplied again).
+    pub fn unset() -> Etm4Config {
+        Etm4Config {
+            trcidr0: 0,
+            trcidr1: 0,
+            trcidr2: 0,
+            trcidr8: 0,
+            trcconfigr: 0,
+            trctraceidr: 0,
+            trcdevarch: None,
+            profile: CoreProfile::Application,
+            arch: ArchVersion::Unknown,
+        }
+    }
+
     /// The core implements Armv8 or later (the v8-M function-return packet).
     pub fn arch_v8(&self) -> bool {
         self.arch >= ArchVersion::V8

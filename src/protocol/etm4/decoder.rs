@@ -165,7 +165,7 @@ pub enum DecoderOutput<'a> {
 
 /// Decoder options that change its output (trc_pkt_lister flags and
 /// environment settings of the same names).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct DecoderOptions {
     /// Split source-address ranges on N atoms (`-src_addr_n`).
     pub src_addr_n: bool,
@@ -180,7 +180,7 @@ pub struct DecoderOptions {
 /// Most elements the P0 stack holds before the decoder gives up and resyncs.
 const MAX_QUEUED: usize = 1 << 16;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     NoSync,
     WaitSync,
@@ -189,7 +189,7 @@ enum State {
     Resolve,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum P0Kind {
     Atom,
     Addr,
@@ -215,7 +215,7 @@ enum P0Kind {
 }
 
 /// An element waiting on the P0 stack.
-#[derive(Clone, Copy, Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug)]
 struct P0 {
     kind: P0Kind,
     /// A genuine P0 element: committed and cancelled by count.
@@ -307,7 +307,7 @@ impl P0 {
 }
 
 /// The return stack (ETMv4 TRCCONFIGR.RS): 16 entries, as OpenCSD keeps.
-#[derive(Clone, Debug, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default)]
 struct ReturnStack {
     active: bool,
     pop_pending: bool,
@@ -358,7 +358,7 @@ impl ReturnStack {
     }
 }
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default)]
 struct ElemRes {
     commit: i64,
     cancel: i64,
@@ -373,7 +373,7 @@ impl ElemRes {
 }
 
 /// Where the instruction walk is.
-#[derive(Clone, Copy, Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug)]
 struct Walk {
     addr: u64,
     isa: Isa,
@@ -383,7 +383,7 @@ struct Walk {
 }
 
 /// Result of walking to the next waypoint.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum WpRes {
     Found,
     Nacc,
@@ -414,10 +414,18 @@ struct WalkCacheEntry {
 }
 
 /// The decoder for one trace source.
+///
+/// Its decode state serializes ([`Etm4Decoder::save_state`]) so that an index
+/// can restart decoding exactly; configuration, image and caches are supplied
+/// again on load.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Etm4Decoder {
+    #[serde(skip, default = "Etm4Config::unset")]
     cfg: Etm4Config,
     opts: DecoderOptions,
+    #[serde(skip)]
     image: Arc<MemoryImage>,
+    #[serde(skip)]
     idec: DecodeOptions,
     trace_id: u8,
     state: State,
@@ -452,9 +460,18 @@ pub struct Etm4Decoder {
     tx_first_seq: Option<u64>,
     /// Last P0 sequence number committed.
     last_committed_seq: Option<u64>,
+    #[serde(skip, default = "empty_walk_cache")]
     walk_cache: Box<[WalkCacheEntry]>,
     /// Running time context of the trace ID.
     time: Time,
+}
+
+fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
+    vec![
+        WalkCacheEntry { valid: false, start: 0, isa: Isa::A64, space: 0, end: 0, count: 0, res: WpRes::Nacc, last: None };
+        WALK_CACHE
+    ]
+    .into_boxed_slice()
 }
 
 fn calc_isa(is_64bit: bool, is: u8) -> Isa {
@@ -509,25 +526,28 @@ impl Etm4Decoder {
             next_seq: 0,
             tx_first_seq: None,
             last_committed_seq: None,
-            walk_cache: vec![
-                WalkCacheEntry {
-                    valid: false,
-                    start: 0,
-                    isa: Isa::A64,
-                    space: 0,
-                    end: 0,
-                    count: 0,
-                    res: WpRes::Nacc,
-                    last: None
-                };
-                WALK_CACHE
-            ]
-            .into_boxed_slice(),
+            walk_cache: empty_walk_cache(),
             time: Time::default(),
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
         d
+    }
+
+    /// The decode state, for a later [`Etm4Decoder::load_state`].
+    pub fn save_state(&self) -> Vec<u8> {
+        bincode::serialize(self).unwrap_or_default()
+    }
+
+    /// A decoder continuing from a saved state, with its configuration and
+    /// program image supplied again.
+    pub fn load_state(cfg: &Etm4Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm4Decoder, String> {
+        let mut d: Etm4Decoder = bincode::deserialize(state).map_err(|e| format!("decoder state: {e}"))?;
+        let fresh = Etm4Decoder::new(cfg, image, d.opts);
+        d.cfg = fresh.cfg;
+        d.image = fresh.image;
+        d.idec = fresh.idec;
+        Ok(d)
     }
 
     /// True after an error the decoder cannot recover from; OpenCSD stops the

@@ -8,7 +8,7 @@
 /// Packet types. Discriminants are the header byte of the first encoding of each
 /// type (IHI 0064 table 6-1 and Arm ARM D4.4), so they read like the spec; the
 /// values above 0xff are extension, error and ETE-derived types.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u16)]
 pub enum PacketType {
     Extension = 0x00,
@@ -290,7 +290,7 @@ impl PacketType {
 }
 
 /// An address value with how much of it is known.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Address {
     pub value: u64,
     /// Number of low-order bits known to be valid (64 once fully known).
@@ -304,7 +304,7 @@ pub struct Address {
 }
 
 /// Context carried by Context and Address-with-Context packets.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PeContext {
     pub el: u8,
     /// SF: the PE is in AArch64 state.
@@ -324,7 +324,7 @@ pub struct PeContext {
 }
 
 /// Trace Info packet contents (IHI 0064 6.4.2, Arm ARM D4.4.3).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TraceInfo {
     /// The INFO section value.
     pub info: u32,
@@ -360,7 +360,7 @@ impl TraceInfo {
 }
 
 /// Exception packet contents.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ExceptionInfo {
     pub number: u16,
     /// 0: no address follows ... 1: address follows, 2: address follows and equals
@@ -372,7 +372,7 @@ pub struct ExceptionInfo {
 }
 
 /// Q packet contents.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QInfo {
     pub count: u32,
     pub count_present: bool,
@@ -382,7 +382,7 @@ pub struct QInfo {
 }
 
 /// The parser's view after one packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Packet {
     /// Offset in the captured buffer of the packet's first byte.
     pub index: u64,

@@ -15,7 +15,7 @@ use super::packet::{Packet, PacketType};
 use super::packet::Address;
 
 /// What the byte-wise machine does with the next byte of the current packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum Handler {
     NotSync,
     Reserved,
@@ -39,7 +39,7 @@ enum Handler {
     Ite,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Header,
     Data,
@@ -58,7 +58,7 @@ const TINFO_ALL_SECT: u8 = 0x1f;
 const TINFO_ALL: u8 = 0x3f;
 
 /// Per-packet scratch state of the byte-wise machine.
-#[derive(Clone, Copy, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Default)]
 struct Scratch {
     tinfo_flags: u8,
     tinfo_ctrl_bytes: u8,
@@ -87,7 +87,7 @@ struct Scratch {
 }
 
 /// Settings the parser needs, extracted once from [`Etm4Config`].
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct ParseSettings {
     major: u8,
     vmid_bytes: u8,
@@ -99,9 +99,17 @@ struct ParseSettings {
 }
 
 /// The ETMv4/ETE packet parser for one trace ID.
+///
+/// Its stream state serializes (see [`Etm4Parser::save_state`]) so that an
+/// index can restart parsing exactly where it left off; the tables derived from
+/// the configuration are rebuilt instead.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Etm4Parser {
+    #[serde(skip, default = "unset_table")]
     table: [(PacketType, Handler); 256],
+    #[serde(skip, default = "unset_fast")]
     fast: [Fast; 256],
+    #[serde(skip)]
     set: ParseSettings,
     state: State,
     handler: Handler,
@@ -123,7 +131,30 @@ pub struct Etm4Parser {
     stopped: bool,
 }
 
+fn unset_table() -> [(PacketType, Handler); 256] {
+    [(PacketType::Reserved, Handler::Reserved); 256]
+}
+
+fn unset_fast() -> [Fast; 256] {
+    [Fast::Slow; 256]
+}
+
 impl Etm4Parser {
+    /// The stream state, for a later [`Etm4Parser::load_state`].
+    pub fn save_state(&self) -> Vec<u8> {
+        bincode::serialize(self).unwrap_or_default()
+    }
+
+    /// A parser for `cfg` continuing from a saved state.
+    pub fn load_state(cfg: &Etm4Config, state: &[u8]) -> Result<Etm4Parser, String> {
+        let mut p: Etm4Parser = bincode::deserialize(state).map_err(|e| format!("parser state: {e}"))?;
+        let fresh = Etm4Parser::new(cfg);
+        p.table = fresh.table;
+        p.fast = fresh.fast;
+        p.set = fresh.set;
+        Ok(p)
+    }
+
     pub fn new(cfg: &Etm4Config) -> Etm4Parser {
         let set = ParseSettings {
             major: cfg.major_version(),
