@@ -7,3 +7,4 @@
 //! their raw bytes, so no packet is ever allocated.
 
 pub mod etm4;
+pub mod ptm;
