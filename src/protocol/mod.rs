@@ -6,5 +6,6 @@
 //! end of the trace. Packets are handed to the sink by reference, together with
 //! their raw bytes, so no packet is ever allocated.
 
+pub mod etm3;
 pub mod etm4;
 pub mod ptm;
