@@ -314,7 +314,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
             }
             let raw = plan.frame_mode(args.dstream).is_none();
             for s in plan.sources.iter().filter(|_| show_packets) {
-                if let (Some(id), SourceKind::Etm4(_)) = (s.trace_id, &s.kind) {
+                if let (Some(id), true) = (s.trace_id, s.kind.is_decoded()) {
                     let shown = if raw { 0 } else { id };
                     out.buf.push_str(&format!(
                         "Trace Packet Lister : Protocol printer {} on Trace ID 0x{:x}\n",
@@ -431,7 +431,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
         if opencsd {
             if multi && i + 1 < buffers.len() {
                 for s in &plan.sources {
-                    if let (Some(id), SourceKind::Etm4(_)) = (s.trace_id, &s.kind) {
+                    if let (Some(id), true) = (s.trace_id, s.kind.is_decoded()) {
                         out.buf.push_str(&format!("ID:{id:x}\tRESET operation on trace decode path\n"));
                     }
                 }
@@ -530,13 +530,13 @@ fn info(path: &Path) -> Result<ExitCode, String> {
                     let id = s.trace_id.map(|i| format!("0x{i:02x}")).unwrap_or_else(|| "?".into());
                     o.push_str(&format!("  source {} ({}), trace ID {id}\n", s.name, s.device_type));
                     match &s.kind {
-                        SourceKind::Etm4(cfg) => {
-                            for (k, v) in cfg.describe() {
-                                o.push_str(&format!("    {k}: {v}\n"));
-                            }
-                        }
                         SourceKind::Unsupported { protocol } => {
                             o.push_str(&format!("    {protocol}: not decoded by this version\n"));
+                        }
+                        kind => {
+                            for (k, v) in kind.describe() {
+                                o.push_str(&format!("    {k}: {v}\n"));
+                            }
                         }
                     }
                 }

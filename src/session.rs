@@ -14,15 +14,38 @@ use crate::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink};
 use crate::image::memory::MemoryImage;
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
 use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, SpecRecord};
+use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
 use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet};
+use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
 
 /// The protocol a trace source speaks, as far as this version decodes it.
 #[derive(Clone, Debug)]
 pub enum SourceKind {
     /// ETMv4 or ETE instruction trace.
     Etm4(Etm4Config),
-    /// A protocol recognised but not decoded yet (ETMv3, PTM, STM, ITM, ...).
+    /// PTM (PFT 1.0/1.1) instruction trace.
+    Ptm(PtmConfig),
+    /// ETMv3 instruction trace.
+    Etm3(Etm3Config),
+    /// A protocol recognised but not decoded yet (STM, ITM, ...).
     Unsupported { protocol: String },
+}
+
+impl SourceKind {
+    /// True for the protocols this version decodes.
+    pub fn is_decoded(&self) -> bool {
+        !matches!(self, SourceKind::Unsupported { .. })
+    }
+
+    /// The decoder's view of the source's configuration, as (name, value) rows.
+    pub fn describe(&self) -> Vec<(&'static str, String)> {
+        match self {
+            SourceKind::Etm4(c) => c.describe(),
+            SourceKind::Ptm(c) => c.describe(),
+            SourceKind::Etm3(c) => c.describe(),
+            SourceKind::Unsupported { .. } => Vec::new(),
+        }
+    }
 }
 
 /// One trace source writing to a buffer.
@@ -42,6 +65,8 @@ impl Source {
     pub fn protocol_name(&self) -> String {
         match &self.kind {
             SourceKind::Etm4(cfg) => cfg.protocol_name().to_string(),
+            SourceKind::Ptm(cfg) => cfg.protocol_name().to_string(),
+            SourceKind::Etm3(cfg) => cfg.protocol_name().to_string(),
             SourceKind::Unsupported { protocol } => protocol.clone(),
         }
     }
@@ -131,36 +156,45 @@ impl BufferPlan {
         for dev in snap.sources_for_buffer(&buffer.name) {
             let base = dev.type_base().to_ascii_uppercase();
             let core = snap.core_for_source(&dev.name).map(|c| c.type_name.clone());
-            let source = if base == "ETE" || base == "ETM4" {
-                match Etm4Config::from_registers(|r| dev.reg(r), base == "ETE", core.as_deref()) {
-                    Ok(cfg) => Source {
-                        name: dev.name.clone(),
-                        device_type: dev.type_name.clone(),
-                        trace_id: Some(cfg.trace_id()),
-                        kind: SourceKind::Etm4(cfg),
-                    },
-                    Err(e) => {
-                        notes.push(config_note(dev, &e));
-                        continue;
+            let make = |trace_id: u8, kind: SourceKind| Source {
+                name: dev.name.clone(),
+                device_type: dev.type_name.clone(),
+                trace_id: Some(trace_id),
+                kind,
+            };
+            let configured = if base == "ETE" || base == "ETM4" {
+                Etm4Config::from_registers(|r| dev.reg(r), base == "ETE", core.as_deref())
+                    .map(|cfg| make(cfg.trace_id(), SourceKind::Etm4(cfg)))
+            } else if base.starts_with("PTM") || base.starts_with("PFT") {
+                PtmConfig::from_registers(|r| dev.reg(r), core.as_deref())
+                    .map(|cfg| make(cfg.trace_id(), SourceKind::Ptm(cfg)))
+            } else if base.starts_with("ETM3") {
+                Etm3Config::from_registers(|r| dev.reg(r), core.as_deref()).map(|cfg| {
+                    if let Some(m) = cfg.decoder_config_message() {
+                        notes.push(format!("trace source {}: {m}", dev.name));
                     }
-                }
+                    make(cfg.trace_id(), SourceKind::Etm3(cfg))
+                })
             } else {
-                let protocol = if base.starts_with("ETM3") {
-                    "ETMV3"
-                } else if base.starts_with("PTM") || base.starts_with("PFT") {
-                    "PTM"
-                } else if base.starts_with("STM") {
+                let protocol = if base.starts_with("STM") {
                     "STM"
                 } else if base.starts_with("ITM") {
                     "ITM"
                 } else {
                     dev.type_name.as_str()
                 };
-                Source {
+                Ok(Source {
                     name: dev.name.clone(),
                     device_type: dev.type_name.clone(),
                     trace_id: other_trace_id(dev),
                     kind: SourceKind::Unsupported { protocol: protocol.to_string() },
+                })
+            };
+            let source = match configured {
+                Ok(s) => s,
+                Err(e) => {
+                    notes.push(config_note(dev, &e));
+                    continue;
                 }
             };
             sources.push(source);
@@ -168,7 +202,7 @@ impl BufferPlan {
         if buffer.format.is_formatted() {
             // Frames cannot carry ID 0 (null data) or the reserved IDs.
             sources.retain(|s| match (s.trace_id, &s.kind) {
-                (Some(id), SourceKind::Etm4(_)) if id == 0 || id >= 0x70 => {
+                (Some(id), kind) if kind.is_decoded() && (id == 0 || id >= 0x70) => {
                     notes.push(format!(
                         "trace source {}: {}",
                         s.name,
@@ -225,15 +259,27 @@ fn config_note(dev: &Device, e: &ConfigError) -> String {
 #[derive(Clone, Copy)]
 pub enum PacketRef<'a> {
     Etm4(&'a Packet),
+    Ptm(&'a PtmPacket),
+    Etm3(&'a Etm3Packet),
 }
 
 impl PacketRef<'_> {
-    /// The trc_pkt_lister `-decode` line (with newline).
+    /// The trc_pkt_lister `-decode` line (with newline), preceded by the
+    /// parser's error message for a malformed packet, as the lister prints it.
     pub fn write_opencsd(&self, out: &mut String, source: &Source, stream_id: u8, raw: &[u8]) {
+        let trace_id = source.trace_id.unwrap_or(stream_id);
         match self {
             PacketRef::Etm4(p) => {
                 let ete = matches!(&source.kind, SourceKind::Etm4(c) if c.is_ete());
                 crate::protocol::etm4::display::write_opencsd_line(out, stream_id, p, raw, ete)
+            }
+            PacketRef::Ptm(p) => {
+                crate::protocol::ptm::display::write_parser_error(out, trace_id, p);
+                crate::protocol::ptm::display::write_opencsd_line(out, stream_id, p, raw)
+            }
+            PacketRef::Etm3(p) => {
+                crate::protocol::etm3::display::write_parser_error(out, trace_id, p);
+                crate::protocol::etm3::display::write_opencsd_line(out, stream_id, p, raw)
             }
         }
     }
@@ -242,6 +288,8 @@ impl PacketRef<'_> {
     pub fn write_json(&self, out: &mut String, trace_id: u8, raw: &[u8]) {
         match self {
             PacketRef::Etm4(p) => crate::protocol::etm4::display::write_json(out, trace_id, p, raw),
+            PacketRef::Ptm(p) => crate::protocol::ptm::display::write_json(out, trace_id, p, raw),
+            PacketRef::Etm3(p) => crate::protocol::etm3::display::write_json(out, trace_id, p, raw),
         }
     }
 
@@ -249,6 +297,8 @@ impl PacketRef<'_> {
     pub fn index(&self) -> u64 {
         match self {
             PacketRef::Etm4(p) => p.index,
+            PacketRef::Ptm(p) => p.index,
+            PacketRef::Etm3(p) => p.index,
         }
     }
 }
@@ -304,9 +354,18 @@ pub struct RunSummary {
 
 /// One trace ID's parser and (optional) decoder.
 struct Chain {
-    parser: Etm4Parser,
-    decoder: Option<Etm4Decoder>,
+    proto: Proto,
     source: usize,
+}
+
+/// The protocol-specific half of a [`Chain`].
+enum Proto {
+    Etm4 { parser: Etm4Parser, decoder: Option<Etm4Decoder> },
+    /// `prev` keeps the previous block of an unformatted buffer: OpenCSD's PTM
+    /// parser can read past a short block into what its buffer held before,
+    /// and listings reproduce that.
+    Ptm { parser: PtmParser, decoder: Option<PtmDecoder>, prev: Option<Vec<u8>> },
+    Etm3 { parser: Etm3Parser, decoder: Option<Etm3Decoder> },
 }
 
 /// Counters a run keeps (and an index records).
@@ -318,16 +377,73 @@ pub struct Counts {
     pub instructions: u64,
 }
 
-impl Chain {
-    fn new(plan: &BufferPlan, si: usize, cfg: &Etm4Config, opts: &RunOptions) -> Chain {
-        let decoder = opts.elements.then(|| {
-            let mut d = Etm4Decoder::new(cfg, plan.image.clone(), opts.decoder);
-            if opts.after_reset {
-                d.reset();
+/// Feed one packet to an optional decoder; false when it stopped the data path.
+macro_rules! decode_packet {
+    ($decoder:expr, $pk:expr, $source:expr, $on_event:expr, $counts:expr) => {
+        match $decoder {
+            Some(d) => {
+                d.packet($pk, &mut |o| forward($source, o, $on_event, $counts));
+                !d.is_fatal()
             }
-            d
-        });
-        Chain { parser: Etm4Parser::new(cfg), decoder, source: si }
+            None => true,
+        }
+    };
+}
+
+impl Chain {
+    fn new(plan: &BufferPlan, si: usize, opts: &RunOptions, raw: bool) -> Option<Chain> {
+        let image = || plan.image.clone();
+        let proto = match &plan.sources[si].kind {
+            SourceKind::Etm4(cfg) => Proto::Etm4 {
+                parser: Etm4Parser::new(cfg),
+                decoder: opts.elements.then(|| {
+                    let mut d = Etm4Decoder::new(cfg, image(), opts.decoder);
+                    if opts.after_reset {
+                        d.reset();
+                    }
+                    d
+                }),
+            },
+            SourceKind::Ptm(cfg) => Proto::Ptm {
+                parser: PtmParser::new(cfg),
+                decoder: opts.elements.then(|| {
+                    let mut d = PtmDecoder::new(cfg, image());
+                    if opts.after_reset {
+                        d.reset();
+                    }
+                    d
+                }),
+                prev: raw.then(Vec::new),
+            },
+            SourceKind::Etm3(cfg) => Proto::Etm3 {
+                parser: Etm3Parser::new(cfg),
+                decoder: opts.elements.then(|| {
+                    let mut d = Etm3Decoder::new(cfg, image());
+                    if opts.after_reset {
+                        d.reset();
+                    }
+                    d
+                }),
+            },
+            SourceKind::Unsupported { .. } => return None,
+        };
+        Some(Chain { proto, source: si })
+    }
+
+    fn is_fatal(&self) -> bool {
+        match &self.proto {
+            Proto::Etm4 { decoder, .. } => decoder.as_ref().is_some_and(|d| d.is_fatal()),
+            Proto::Ptm { decoder, .. } => decoder.as_ref().is_some_and(|d| d.is_fatal()),
+            Proto::Etm3 { decoder, .. } => decoder.as_ref().is_some_and(|d| d.is_fatal()),
+        }
+    }
+
+    fn bytes_in(&self) -> u64 {
+        match &self.proto {
+            Proto::Etm4 { parser, .. } => parser.bytes_in(),
+            Proto::Ptm { parser, .. } => parser.bytes_in(),
+            Proto::Etm3 { parser, .. } => parser.bytes_in(),
+        }
     }
 
     /// Push a block; false when a decoder stopped the data path.
@@ -341,37 +457,91 @@ impl Chain {
         counts: &mut Counts,
     ) -> bool {
         let source = &plan.sources[self.source];
-        let decoder = &mut self.decoder;
-        self.parser.push_until(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
-            counts.packets += 1;
-            on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
-            match decoder {
-                Some(d) => {
-                    d.packet(pk, &mut |o| forward(source, o, on_event, counts));
-                    !d.is_fatal()
-                }
-                None => true,
+        match &mut self.proto {
+            Proto::Etm4 { parser, decoder } => {
+                parser.push_until(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
+                    counts.packets += 1;
+                    on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
+                    decode_packet!(decoder, pk, source, on_event, counts)
+                });
             }
-        });
-        !self.decoder.as_ref().is_some_and(|d| d.is_fatal())
+            Proto::Ptm { parser, decoder, prev } => {
+                let overread = match prev.as_deref() {
+                    Some(p) if p.len() > bytes.len() => &p[bytes.len()..],
+                    _ => &[],
+                };
+                parser.push_with_overread(index, bytes, overread, &mut |pk: &PtmPacket, raw: &[u8]| {
+                    counts.packets += 1;
+                    on_event(Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw });
+                    decode_packet!(decoder, pk, source, on_event, counts)
+                });
+                if let Some(p) = prev {
+                    p.clear();
+                    p.extend_from_slice(bytes);
+                }
+            }
+            Proto::Etm3 { parser, decoder } => {
+                parser.push_until(index, bytes, &mut |pk: &Etm3Packet, raw: &[u8]| {
+                    counts.packets += 1;
+                    on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm3(pk), raw });
+                    decode_packet!(decoder, pk, source, on_event, counts)
+                });
+            }
+        }
+        !self.is_fatal()
     }
 
     fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut Counts) {
         let source = &plan.sources[self.source];
-        let decoder = &mut self.decoder;
-        self.parser.finish(&mut |pk: &Packet, raw: &[u8]| {
-            counts.packets += 1;
-            on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
-            if let Some(d) = decoder.as_mut() {
-                d.packet(pk, &mut |o| forward(source, o, on_event, counts));
-            }
-        });
-        if let Some(d) = self.decoder.as_mut() {
-            if !d.is_fatal() {
-                d.finish(&mut |o| forward(source, o, on_event, counts));
-            }
+        macro_rules! flush {
+            ($parser:expr, $decoder:expr, $pkty:ty, $variant:ident) => {{
+                $parser.finish(&mut |pk: &$pkty, raw: &[u8]| {
+                    counts.packets += 1;
+                    on_event(Event::Packet { source, stream_id, packet: PacketRef::$variant(pk), raw });
+                    if let Some(d) = $decoder.as_mut() {
+                        d.packet(pk, &mut |o| forward(source, o, on_event, counts));
+                    }
+                });
+                if let Some(d) = $decoder.as_mut() {
+                    if !d.is_fatal() {
+                        d.finish(&mut |o| forward(source, o, on_event, counts));
+                    }
+                }
+            }};
+        }
+        match &mut self.proto {
+            Proto::Etm4 { parser, decoder } => flush!(parser, decoder, Packet, Etm4),
+            Proto::Ptm { parser, decoder, .. } => flush!(parser, decoder, PtmPacket, Ptm),
+            Proto::Etm3 { parser, decoder } => flush!(parser, decoder, Etm3Packet, Etm3),
         }
         on_event(Event::EndOfTrace { source, stream_id });
+    }
+
+    /// Parser and decoder state, for the protocols that can be resumed.
+    fn save_state(&self) -> Option<(Vec<u8>, Option<Vec<u8>>)> {
+        match &self.proto {
+            Proto::Etm4 { parser, decoder } => Some((parser.save_state(), decoder.as_ref().map(|d| d.save_state()))),
+            Proto::Etm3 { parser, decoder } => Some((parser.save_state(), decoder.as_ref().map(|d| d.save_state()))),
+            Proto::Ptm { .. } => None,
+        }
+    }
+
+    fn load_state(&mut self, plan: &BufferPlan, opts: &RunOptions, pstate: &[u8], dstate: Option<Vec<u8>>) -> Result<(), String> {
+        if dstate.is_some() != opts.elements {
+            return Err("run state was saved with another decode level".into());
+        }
+        match (&mut self.proto, &plan.sources[self.source].kind) {
+            (Proto::Etm4 { parser, decoder }, SourceKind::Etm4(cfg)) => {
+                *parser = Etm4Parser::load_state(cfg, pstate)?;
+                *decoder = dstate.map(|d| Etm4Decoder::load_state(cfg, plan.image.clone(), &d)).transpose()?;
+            }
+            (Proto::Etm3 { parser, decoder }, SourceKind::Etm3(cfg)) => {
+                *parser = Etm3Parser::load_state(cfg, pstate)?;
+                *decoder = dstate.map(|d| Etm3Decoder::load_state(cfg, plan.image.clone(), &d)).transpose()?;
+            }
+            _ => return Err("run state for a source whose protocol cannot be resumed".into()),
+        }
+        Ok(())
     }
 }
 
@@ -414,7 +584,6 @@ struct RunnerState {
 /// from a saved state (what the index stores).
 pub struct Runner<'p> {
     plan: &'p BufferPlan,
-    opts: RunOptions,
     mode: Option<FrameMode>,
     demux: Option<Deformatter>,
     slots: Vec<Slot>,
@@ -434,7 +603,6 @@ impl<'p> Runner<'p> {
         let mode = plan.frame_mode(opts.dstream);
         let mut r = Runner {
             plan,
-            opts: opts.clone(),
             mode,
             demux: mode.map(Deformatter::new),
             slots: (0..128).map(|_| Slot::Empty).collect(),
@@ -447,18 +615,17 @@ impl<'p> Runner<'p> {
         };
         match mode {
             None => {
-                if let SourceKind::Etm4(cfg) = &plan.sources[0].kind {
-                    // trc_pkt_lister lists raw-buffer packets under ID 0 and filters on it.
-                    if wanted(0) || wanted(cfg.trace_id()) {
-                        r.raw = Some(Chain::new(plan, 0, cfg, opts));
-                    }
+                // trc_pkt_lister lists raw-buffer packets under ID 0 and filters on it.
+                let id = plan.sources[0].trace_id.unwrap_or(0);
+                if wanted(0) || wanted(id) {
+                    r.raw = Chain::new(plan, 0, opts, true);
                 }
             }
             Some(_) => {
                 for (i, s) in plan.sources.iter().enumerate() {
                     match (s.trace_id, &s.kind) {
-                        (Some(id), SourceKind::Etm4(cfg)) if wanted(id) => {
-                            r.slots[id as usize] = Slot::Chain(Box::new(Chain::new(plan, i, cfg, opts)));
+                        (Some(id), kind) if kind.is_decoded() && wanted(id) => {
+                            r.slots[id as usize] = Slot::Chain(Box::new(Chain::new(plan, i, opts, false).unwrap()));
                         }
                         (Some(id), _) if !wanted(id) => r.slots[id as usize] = Slot::Skip,
                         _ => {}
@@ -495,7 +662,7 @@ impl<'p> Runner<'p> {
                     for (i, block) in bytes.chunks(1024).enumerate() {
                         let at = index + (i * 1024) as u64;
                         if !chain.push(plan, 0, at, block, on_event, &mut self.counts) {
-                            self.offset = chain.parser.bytes_in();
+                            self.offset = chain.bytes_in();
                             self.fatal = Some(format!(
                                 "trace ID 0x{:x}: the decoder stopped on an error",
                                 plan.sources[0].trace_id.unwrap_or(0)
@@ -504,7 +671,7 @@ impl<'p> Runner<'p> {
                         }
                     }
                 } else if let Some(id) = plan.sources[0].trace_id {
-                    if index == 0 && !matches!(plan.sources[0].kind, SourceKind::Etm4(_)) {
+                    if index == 0 && !plan.sources[0].kind.is_decoded() {
                         on_event(Event::Skipped { trace_id: id, reason: skip_reason(&plan.sources[0]) });
                     }
                 }
@@ -566,12 +733,14 @@ impl<'p> Runner<'p> {
         let mut chains = Vec::new();
         let mut skipped = Vec::new();
         if let Some(c) = &self.raw {
-            chains.push((0, c.parser.save_state(), c.decoder.as_ref().map(|d| d.save_state())));
+            let (p, d) = c.save_state()?;
+            chains.push((0, p, d));
         }
         for (id, slot) in self.slots.iter().enumerate() {
             match slot {
                 Slot::Chain(c) => {
-                    chains.push((id as u8, c.parser.save_state(), c.decoder.as_ref().map(|d| d.save_state())))
+                    let (p, d) = c.save_state()?;
+                    chains.push((id as u8, p, d))
                 }
                 Slot::Skip => skipped.push(id as u8),
                 Slot::Empty => {}
@@ -596,23 +765,13 @@ impl<'p> Runner<'p> {
         if r.demux.is_some() {
             r.demux = Some(Deformatter::resume_mem_aligned(st.offset, st.frame_id));
         }
-        let cfg_of = |si: usize| match &plan.sources[si].kind {
-            SourceKind::Etm4(cfg) => Some(cfg),
-            _ => None,
-        };
         for (id, pstate, dstate) in st.chains {
             let chain = match (&mut r.raw, &mut r.slots[id as usize & 0x7f]) {
                 (Some(c), _) if r.mode.is_none() => c,
                 (_, Slot::Chain(c)) => &mut **c,
                 _ => return Err(format!("run state names trace ID 0x{id:x}, which this decode does not have")),
             };
-            let cfg = cfg_of(chain.source).ok_or("run state for a source that is not ETMv4/ETE")?;
-            chain.parser = Etm4Parser::load_state(cfg, &pstate)?;
-            chain.decoder = match (dstate, opts.elements) {
-                (Some(d), true) => Some(Etm4Decoder::load_state(cfg, plan.image.clone(), &d)?),
-                (None, false) => None,
-                _ => return Err("run state was saved with another decode level".into()),
-            };
+            chain.load_state(plan, opts, &pstate, dstate)?;
         }
         for id in st.skipped {
             if matches!(r.slots[id as usize & 0x7f], Slot::Empty) {

@@ -1,4 +1,4 @@
-//! Golden test: every ETE/ETMv4 capture under ../shared/fixtures/opencsd, decoded
+//! Golden test: every ETE/ETMv4, PTM and ETMv3 capture under ../shared/fixtures/opencsd, decoded
 //! with `tracesight decode --format opencsd`, must list the same packets and the
 //! same decoded elements as OpenCSD 1.8.0's trc_pkt_lister (the
 //! `expected/*.ppl` goldens), as judged by ../shared/tools/ppl-compare.
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use tracesight::input::Snapshot;
-use tracesight::session::{BufferPlan, SourceKind};
+use tracesight::session::BufferPlan;
 
 fn fixtures() -> Option<PathBuf> {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd");
@@ -105,9 +105,9 @@ fn map_args(args: &[String]) -> Result<(Vec<String>, bool), String> {
     }
 }
 
-/// The trace IDs whose packet lines belong to ETE/ETMv4 for this run, or None
-/// when the run decodes no ETE/ETMv4 source.
-fn etm4_ids(snap: &Snapshot, args: &[String]) -> Option<Vec<String>> {
+/// The trace IDs whose packet lines belong to a decoded protocol in this run, or None
+/// when the run decodes no source.
+fn decoded_ids(snap: &Snapshot, args: &[String]) -> Option<Vec<String>> {
     let src = args.iter().position(|a| a == "-src_name").and_then(|i| args.get(i + 1));
     let multi = args.iter().any(|a| a == "-multi_session") && src.is_none();
     let buffers: Vec<_> = match src {
@@ -119,10 +119,10 @@ fn etm4_ids(snap: &Snapshot, args: &[String]) -> Option<Vec<String>> {
     for b in &buffers {
         let plan = BufferPlan::new(snap, b).ok()?;
         for s in &plan.sources {
-            if let (SourceKind::Etm4(cfg), true) = (&s.kind, b.format.is_formatted()) {
-                ids.push(format!("{:x}", cfg.trace_id()));
-            } else if let SourceKind::Etm4(_) = &s.kind {
-                ids.push("0".to_string());
+            match (s.trace_id, s.kind.is_decoded(), b.format.is_formatted()) {
+                (Some(id), true, true) => ids.push(format!("{id:x}")),
+                (_, true, false) => ids.push("0".to_string()),
+                _ => {}
             }
         }
     }
@@ -181,8 +181,8 @@ fn check_run(snap_dir: &Path, snap: &Snapshot, run: &GoldenRun, work: &Path) -> 
         Ok(a) => a,
         Err(why) => return Outcome::Skipped(why),
     };
-    let Some(ids) = etm4_ids(snap, &run.args) else {
-        return Outcome::Skipped("no ETE/ETMv4 source in this run".into());
+    let Some(ids) = decoded_ids(snap, &run.args) else {
+        return Outcome::Skipped("no decoded source in this run".into());
     };
     let golden = snap_dir.join("expected").join(&run.golden);
     let golden = if golden.exists() { golden } else { golden.with_extension("ppl.xz") };
@@ -233,7 +233,7 @@ fn check_run(snap_dir: &Path, snap: &Snapshot, run: &GoldenRun, work: &Path) -> 
 }
 
 #[test]
-fn etm4_listings_match_trc_pkt_lister() {
+fn listings_match_trc_pkt_lister() {
     let Some(root) = fixtures() else {
         eprintln!("../shared/fixtures/opencsd not found: golden test not run");
         return;
