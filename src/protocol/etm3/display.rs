@@ -81,9 +81,10 @@ pub fn write_description(out: &mut String, pkt: &Etm3Packet) {
             let _ = write!(out, "; CtxtID=0x{:x}", pkt.context.context_id);
         }
         P::Vmid => {
-            // OpenCSD streams the 8-bit VMID as a character.
-            out.push_str("; VMID=0x");
-            out.push(char::from(pkt.context.vmid));
+            // Deliberate deviation: OpenCSD 1.8.0 streams the 8-bit VMID as a
+            // character, so a VMID of 0x0a breaks the listing's line structure
+            // and others print as garbage. We print the number.
+            let _ = write!(out, "; VMID=0x{:x}", pkt.context.vmid);
         }
         P::Timestamp => {
             let _ = write!(out, "; TS=0x{:x} ({}) ", pkt.timestamp, pkt.timestamp);

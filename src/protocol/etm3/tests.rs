@@ -263,8 +263,9 @@ fn single_byte_and_short_packets() {
             "CYCLE_COUNT : Cycle Count.; Cycles=4294967295",
             "TIMESTAMP : Timestamp Value.; TS=0xffffffffffff (281474976710655) ",
             "TIMESTAMP : Timestamp Value.; TS=0xffffffffff85 (281474976710533) ",
-            // OpenCSD streams the 8-bit VMID as a character.
-            "VMID : VMID change.; VMID=0xA",
+            // OpenCSD streams the 8-bit VMID as a character ("0xA"); a VMID of
+            // 0x0a would then end the line. We print the number.
+            "VMID : VMID change.; VMID=0x41",
         ]
     );
 }
