@@ -12,4 +12,5 @@ pub mod image;
 pub mod input;
 pub mod protocol;
 pub mod session;
+pub mod symbols;
 pub mod textout;
