@@ -7,7 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use tracesight::element;
+use tracesight::element::{self, ElementKind};
+use tracesight::symbols;
 use tracesight::input::Snapshot;
 use tracesight::protocol::etm4::decoder::{DecoderOptions, SpecKind, SpecRecord};
 use tracesight::session::{run, BufferPlan, Event, RunOptions, SourceKind};
@@ -26,11 +27,42 @@ struct Cli {
 enum Command {
     /// Decode a capture and print its packets.
     Decode(DecodeArgs),
-    /// Describe a capture: buffers, trace sources and their configuration.
+    /// Describe a capture: buffers, trace sources and their configuration;
+    /// with --image, the images and the functions the trace enters.
     Info {
         /// OpenCSD snapshot directory.
         path: PathBuf,
+        /// ELF file with symbols (and code), at its own addresses or with its
+        /// lowest segment at @ADDRESS (hex) (repeatable).
+        #[arg(long = "image", value_name = "ELF[@ADDRESS]")]
+        images: Vec<String>,
+        /// How many functions to list, most entered first (0 = all).
+        #[arg(long, default_value_t = 20)]
+        functions: usize,
     },
+    /// Print the function and file:line of each address, inline frames
+    /// innermost first, in the layout of `addr2line -a -f -i -C`.
+    Symbolize(SymbolizeArgs),
+}
+
+#[derive(clap::Args)]
+struct SymbolizeArgs {
+    /// ELF file, at its own addresses or with its lowest segment at
+    /// @ADDRESS (hex) (repeatable).
+    #[arg(long = "image", value_name = "ELF[@ADDRESS]", required = true)]
+    images: Vec<String>,
+    /// Addresses in hex (with or without 0x); read from standard input when
+    /// none are given.
+    addrs: Vec<String>,
+    /// Print each frame's source line under its file:line.
+    #[arg(long)]
+    show_source: bool,
+    /// Directory to look for source files in (repeatable).
+    #[arg(long = "source-root", value_name = "DIR")]
+    source_roots: Vec<PathBuf>,
+    /// Rewrite a source path prefix, as debuggers do (repeatable).
+    #[arg(long = "substitute-path", value_name = "OLD=NEW")]
+    substitutions: Vec<String>,
 }
 
 #[derive(clap::Args)]
@@ -107,7 +139,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Decode(args)) => decode(args),
-        Some(Command::Info { path }) => info(&path),
+        Some(Command::Info { path, images, functions }) => info(&path, &images, functions),
+        Some(Command::Symbolize(args)) => symbolize(args),
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
             decode(DecodeArgs {
@@ -270,8 +303,21 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
         let file = plan.open().map_err(|e| e.to_string())?;
         planned.push((plan, file));
     }
-    let mut out = Output::new(args.output.as_deref())?;
     let opencsd = args.format == Format::Opencsd;
+    // JSON lines name the function, file and line of each range's start.
+    let symbolizer = if opencsd || args.images.is_empty() {
+        None
+    } else {
+        let sym = symbols::Symbolizer::from_image_args(&args.images).map_err(|e| e.to_string())?;
+        for im in sym.images() {
+            for n in im.notes() {
+                eprintln!("tracesight: {}: {n}", im.path().display());
+            }
+        }
+        Some(sym)
+    };
+    let mut cursor = symbolizer.as_ref().map(|s| s.cursor());
+    let mut out = Output::new(args.output.as_deref())?;
     if opencsd {
         out.buf.push_str(&format!("Trace Packet Lister : reading snapshot from path {}\n", args.path.display()));
     }
@@ -350,6 +396,9 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                         element::write_opencsd_line(&mut out.buf, e);
                     } else {
                         element::write_json(&mut out.buf, e);
+                        if let (Some(c), ElementKind::InstrRange { start, .. }) = (cursor.as_mut(), &e.kind) {
+                            write_json_location(&mut out.buf, c.locate(*start));
+                        }
                         out.buf.push('\n');
                     }
                     if let Err(e) = out.maybe_flush() {
@@ -449,6 +498,30 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     Ok(if failure.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
+/// Add `function`, `offset`, `file` and `line` (those known) to a JSON
+/// object just written (its closing brace is replaced).
+fn write_json_location(out: &mut String, loc: symbols::Location<'_>) {
+    if loc.function.is_none() && loc.file.is_none() {
+        return;
+    }
+    if out.ends_with('}') {
+        out.pop();
+    }
+    if let Some(f) = loc.function {
+        out.push_str(",\"function\":");
+        element::write_json_string(out, f.name());
+        out.push_str(&format!(",\"offset\":{}", loc.offset));
+    }
+    if let Some(file) = loc.file {
+        out.push_str(",\"file\":");
+        element::write_json_string(out, file);
+        if loc.line != 0 {
+            out.push_str(&format!(",\"line\":{}", loc.line));
+        }
+    }
+    out.push('}');
+}
+
 fn spec_kind_text(k: SpecKind) -> &'static str {
     match k {
         SpecKind::Atom { executed: true } => "atom E",
@@ -501,7 +574,66 @@ fn write_spec_json(out: &mut String, r: &SpecRecord) {
     out.push_str("}\n");
 }
 
-fn info(path: &Path) -> Result<ExitCode, String> {
+fn symbolize(args: SymbolizeArgs) -> Result<ExitCode, String> {
+    let sym = symbols::Symbolizer::from_image_args(&args.images).map_err(|e| e.to_string())?;
+    for im in sym.images() {
+        for n in im.notes() {
+            eprintln!("tracesight: {}: {n}", im.path().display());
+        }
+    }
+    let mut words = args.addrs.clone();
+    if words.is_empty() {
+        let mut text = String::new();
+        io::Read::read_to_string(&mut io::stdin(), &mut text).map_err(|e| format!("standard input: {e}"))?;
+        words = text.split_whitespace().map(str::to_string).collect();
+    }
+    let addrs = words.iter().map(|a| symbols::parse_address(a)).collect::<Result<Vec<_>, _>>()?;
+    let text = if args.show_source {
+        let resolver = symbols::SourceResolver::from_args(&args.source_roots, &args.substitutions)?;
+        with_source_lines(&symbols::symbolize_text(&sym, &addrs), &resolver)
+    } else {
+        symbols::symbolize_text(&sym, &addrs)
+    };
+    let mut stdout = io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|_| stdout.flush()) {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(format!("writing output: {e}")),
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Under every `file:line` line of an addr2line-style listing, the source
+/// line itself (indented), or why it cannot be shown.
+fn with_source_lines(listing: &str, resolver: &symbols::SourceResolver) -> String {
+    let mut files: std::collections::HashMap<String, Result<Vec<String>, String>> = Default::default();
+    let mut out = String::with_capacity(listing.len() * 2);
+    for line in listing.lines() {
+        out.push_str(line);
+        out.push('\n');
+        let loc = line.split(" (discriminator").next().unwrap_or(line);
+        let Some((file, num)) = loc.rsplit_once(':') else { continue };
+        let Ok(num) = num.trim().parse::<usize>() else { continue };
+        if file == "??" || file.starts_with("0x") {
+            continue;
+        }
+        let text = files.entry(file.to_string()).or_insert_with(|| match resolver.resolve(file) {
+            symbols::SourceLookup::Found(p) => fs::read_to_string(&p)
+                .map(|t| t.lines().map(str::to_string).collect())
+                .map_err(|e| format!("{}: {e}", p.display())),
+            nf => Err(nf.to_string()),
+        });
+        match text {
+            Ok(lines) => match num.checked_sub(1).and_then(|i| lines.get(i)) {
+                Some(t) => out.push_str(&format!("    {}\n", t.trim_end())),
+                None if num == 0 => {}
+                None => out.push_str(&format!("    ({file} has {} lines, not {num})\n", lines.len())),
+            },
+            Err(why) => out.push_str(&format!("    (source not shown: {why})\n")),
+        }
+    }
+    out
+}
+
+fn info(path: &Path, image_args: &[String], top: usize) -> Result<ExitCode, String> {
     let snap = open_snapshot(path)?;
     let mut o = String::new();
     o.push_str(&format!("snapshot: {}\n", path.display()));
@@ -543,6 +675,69 @@ fn info(path: &Path) -> Result<ExitCode, String> {
             }
         }
     }
+    if !image_args.is_empty() {
+        o.push_str(&function_report(&snap, image_args, top)?);
+    }
     print!("{o}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The images and their symbol detail, then the functions the trace of the
+/// default buffer enters, most entered first. An entry is an instruction
+/// range that starts at a function's first address (a call, a tail call or a
+/// jump to its start); returns into the middle of a function are not counted.
+fn function_report(snap: &Snapshot, image_args: &[String], top: usize) -> Result<String, String> {
+    let mut o = String::new();
+    let sym = symbols::Symbolizer::from_image_args(image_args).map_err(|e| e.to_string())?;
+    o.push_str("\nimages:\n");
+    for im in sym.images() {
+        o.push_str(&format!("  {}\n", im.summary()));
+        for n in im.notes() {
+            o.push_str(&format!("    note: {n}\n"));
+        }
+    }
+    let mut table = sym.function_table();
+    let Some(buffer) = snap.default_buffer() else { return Ok(o) };
+    let mut plan = BufferPlan::new(snap, buffer).map_err(|e| e.to_string())?;
+    for a in image_args {
+        let (path, load) = tracesight::image::elf::parse_image_arg(a)?;
+        plan.add_elf_image(&path, load)?;
+    }
+    let file = plan.open().map_err(|e| e.to_string())?;
+    let opts = RunOptions { elements: true, ..RunOptions::default() };
+    let mut ranges = 0u64;
+    let summary = run(&plan, file.bytes(), &opts, |ev| {
+        if let Event::Element { element, .. } = ev {
+            if let ElementKind::InstrRange { start, .. } = element.kind {
+                ranges += 1;
+                if let Some(i) = table.function_at(start) {
+                    if table.functions[i].ranges.iter().any(|r| r.start == start) {
+                        table.functions[i].entries += 1;
+                    }
+                }
+            }
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    let mut order: Vec<usize> = (0..table.functions.len()).filter(|&i| table.functions[i].entries > 0).collect();
+    order.sort_by(|&a, &b| {
+        let (fa, fb) = (&table.functions[a], &table.functions[b]);
+        fb.entries.cmp(&fa.entries).then(fa.start().cmp(&fb.start()))
+    });
+    let shown = if top == 0 { order.len() } else { top.min(order.len()) };
+    o.push_str(&format!(
+        "\nfunctions entered in buffer {} ({} of {} functions; {ranges} instruction ranges decoded{}):\n",
+        buffer.name,
+        order.len(),
+        table.functions.len(),
+        if summary.fatal.is_some() || summary.frame_error.is_some() { ", decode stopped early" } else { "" }
+    ));
+    for &i in &order[..shown] {
+        let f = &table.functions[i];
+        o.push_str(&format!("  {:>10}  0x{:x}  {}\n", f.entries, f.start(), f.name));
+    }
+    if shown < order.len() {
+        o.push_str(&format!("  ... {} more (--functions 0 lists all)\n", order.len() - shown));
+    }
+    Ok(o)
 }
