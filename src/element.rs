@@ -214,7 +214,13 @@ pub enum ElementKind {
     ExceptionReturn,
     Timestamp { value: u64 },
     CycleCount,
+    /// A numbered event (ETMv4/ETE event packets).
     Event { number: u16 },
+    /// The trace unit's trigger fired (ETMv3/PTM trigger packets).
+    Trigger,
+    /// Trace resumed with the current address unknown (ETMv3): ranges wait
+    /// for the next address.
+    AddrUnknown,
     TimestampMarker { value: u32 },
     MemTrans(MemTrans),
     Instrumentation { el: u8, value: u64 },
@@ -299,7 +305,8 @@ pub fn write_opencsd_element(out: &mut String, e: &Element) {
         K::ExceptionReturn => "EXCEPTION_RET",
         K::Timestamp { .. } => "TIMESTAMP",
         K::CycleCount => "CYCLE_COUNT",
-        K::Event { .. } => "EVENT",
+        K::Event { .. } | K::Trigger => "EVENT",
+        K::AddrUnknown => "ADDR_UNKNOWN",
         K::TimestampMarker { .. } => "SYNC_MARKER",
         K::MemTrans(_) => "MEMTRANS",
         K::Instrumentation { .. } => "INSTRUMENTATION",
@@ -385,6 +392,8 @@ pub fn write_opencsd_element(out: &mut String, e: &Element) {
         K::Event { number } => {
             let _ = write!(out, " Numbered:{number}; ");
         }
+        K::Trigger => out.push_str(" Trigger; "),
+        K::AddrUnknown => {}
         K::TimestampMarker { value } => {
             let _ = write!(out, " [Timestamp marker(0x{value:08x})]");
         }
@@ -439,6 +448,8 @@ pub fn write_json(out: &mut String, e: &Element) {
         K::Timestamp { .. } => "timestamp",
         K::CycleCount => "cycle_count",
         K::Event { .. } => "event",
+        K::Trigger => "trigger",
+        K::AddrUnknown => "addr_unknown",
         K::TimestampMarker { .. } => "timestamp_marker",
         K::MemTrans(_) => "memtrans",
         K::Instrumentation { .. } => "instrumentation",
@@ -511,7 +522,7 @@ pub fn write_json(out: &mut String, e: &Element) {
         K::Instrumentation { el, value } => {
             let _ = write!(out, ",\"el\":{el},\"value\":{value}");
         }
-        K::ExceptionReturn | K::CycleCount => {}
+        K::ExceptionReturn | K::CycleCount | K::Trigger | K::AddrUnknown => {}
     }
     if let Some(cc) = e.cycle_count {
         let _ = write!(out, ",\"cycle_count\":{cc}");

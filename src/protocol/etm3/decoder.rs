@@ -449,33 +449,12 @@ impl Etm3Decoder {
             Kind::ExceptionRet => ElementKind::ExceptionReturn,
             Kind::Timestamp => ElementKind::Timestamp { value: s.ts },
             Kind::CycleCount => ElementKind::CycleCount,
-            Kind::AddrUnknown | Kind::Event | Kind::Unknown => {
-                // Element types the shared element model has no kind for yet:
-                // reported with the exact text trc_pkt_lister prints.
-                let name = match s.kind {
-                    Kind::AddrUnknown => "ADDR_UNKNOWN",
-                    Kind::Event => "EVENT",
-                    _ => "UNKNOWN",
-                };
-                self.msg.clear();
-                let _ = write!(self.msg, "Idx:{}; ID:{:x}; OCSD_GEN_TRC_ELEM_{}(", s.index, self.trace_id, name);
-                if s.kind == Kind::Event {
-                    match s.payload & 0xffff {
-                        EVENT_TRIGGER => self.msg.push_str(" Trigger; "),
-                        2 => {
-                            let _ = write!(self.msg, " Numbered:{}; ", s.payload >> 16);
-                        }
-                        _ => {}
-                    }
-                }
-                if let Some(cc) = cycle_count {
-                    let _ = write!(self.msg, " [CC={cc}]; ");
-                    self.time.total_cycles += cc as u64;
-                }
-                self.msg.push_str(")\n");
-                let m = std::mem::take(&mut self.msg);
-                sink(DecoderOutput::Message(&m));
-                self.msg = m;
+            Kind::AddrUnknown => ElementKind::AddrUnknown,
+            Kind::Event if s.payload & 0xffff == EVENT_TRIGGER => ElementKind::Trigger,
+            Kind::Event => ElementKind::Event { number: (s.payload >> 16) as u16 },
+            Kind::Unknown => {
+                // Nothing the lister would print either; never built by the
+                // decoder, kept so a corrupt slot cannot panic.
                 return;
             }
         };

@@ -370,7 +370,7 @@ impl PtmDecoder {
             P::Trigger => {
                 // OpenCSD: EVENT element of type trigger.
                 self.shared_payload = 1;
-                self.emit(sink, self.index_curr, ElementKind::Event { number: 0 }, None);
+                self.emit(sink, self.index_curr, ElementKind::Trigger, None);
             }
             P::WaypointUpdate => {
                 if self.pe.valid {

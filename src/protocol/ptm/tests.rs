@@ -452,3 +452,13 @@ proptest! {
         prop_assert!(ended || fatal, "{:#?}", got);
     }
 }
+
+#[test]
+fn trigger_is_an_event_element_of_type_trigger() {
+    // After sync, a trigger packet is OpenCSD's EVENT element of the trigger
+    // type, printed as such (not as a numbered event).
+    let c = cfg(CR_RET_STACK, CCER_PTM11, IDR_PTM11);
+    let data = [&ASYNC[..], &ISYNC_1000, &[0x0c]].concat();
+    let out = decode(&c, &data);
+    assert!(out.iter().any(|l| l == "Idx:12; ID:10; OCSD_GEN_TRC_ELEM_EVENT( Trigger; )"), "{out:#?}");
+}
