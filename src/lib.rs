@@ -9,6 +9,7 @@
 pub mod element;
 pub mod frame;
 pub mod image;
+pub mod index;
 pub mod input;
 pub mod protocol;
 pub mod session;

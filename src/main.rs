@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use tracesight::element::{self, ElementKind};
+use tracesight::index;
 use tracesight::symbols;
 use tracesight::input::Snapshot;
 use tracesight::protocol::etm4::decoder::{DecoderOptions, SpecKind, SpecRecord};
@@ -40,6 +41,9 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         functions: usize,
     },
+    /// Build (or refresh) the index of a capture and describe it: checkpoints,
+    /// elements, instructions and time span per trace ID.
+    Index(IndexArgs),
     /// Print the function and file:line of each address, inline frames
     /// innermost first, in the layout of `addr2line -a -f -i -C`.
     Symbolize(SymbolizeArgs),
@@ -116,6 +120,36 @@ struct DecodeArgs {
     /// temporary name, then renamed).
     #[arg(short = 'o', long)]
     output: Option<PathBuf>,
+    /// Print elements from this position only, using the index (built first
+    /// when missing): an element number, instr:N, ts:VALUE, cc:VALUE,
+    /// off:BYTES, addr:HEX (next execution) or fn:NAME (next entry; needs
+    /// --image).
+    #[arg(long, value_name = "POS", conflicts_with_all = ["packets", "multi_session", "speculation"])]
+    seek: Option<String>,
+    /// With --seek: how many elements to print.
+    #[arg(long, default_value_t = 50, requires = "seek")]
+    count: u64,
+}
+
+#[derive(clap::Args)]
+struct IndexArgs {
+    /// OpenCSD snapshot directory.
+    path: PathBuf,
+    /// Ignore any existing index and build it again.
+    #[arg(long)]
+    rebuild: bool,
+    /// Trace buffer to index (default: the first, as decode).
+    #[arg(long)]
+    source: Option<String>,
+    /// ELF files of the program image, as for decode (repeatable).
+    #[arg(long = "image", value_name = "ELF[@ADDRESS]")]
+    images: Vec<String>,
+    /// Read dstream_coresight buffers as DSTREAM captures.
+    #[arg(long)]
+    dstream: bool,
+    /// Bytes of trace between checkpoints, in KiB.
+    #[arg(long, default_value_t = 256)]
+    interval_kib: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -141,6 +175,7 @@ fn main() -> ExitCode {
         Some(Command::Decode(args)) => decode(args),
         Some(Command::Info { path, images, functions }) => info(&path, &images, functions),
         Some(Command::Symbolize(args)) => symbolize(args),
+        Some(Command::Index(args)) => index_command(args),
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
             decode(DecodeArgs {
@@ -158,6 +193,8 @@ fn main() -> ExitCode {
                 dstream: false,
                 format: Format::Opencsd,
                 output: None,
+                seek: None,
+                count: 50,
             })
         }
     };
@@ -318,7 +355,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     };
     let mut cursor = symbolizer.as_ref().map(|s| s.cursor());
     let mut out = Output::new(args.output.as_deref())?;
-    if opencsd {
+    if opencsd && args.seek.is_none() {
         out.buf.push_str(&format!("Trace Packet Lister : reading snapshot from path {}\n", args.path.display()));
     }
     let show_packets = !args.elements_only;
@@ -340,6 +377,12 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
         },
         after_reset: false,
     };
+    if let Some(pos) = &args.seek {
+        let (plan, file) = &planned[0];
+        let code = seek_decode(plan, file.bytes(), &opts, pos, args.count, &args.images, opencsd, cursor.as_mut(), &mut out)?;
+        out.close()?;
+        return Ok(code);
+    }
     let multi = args.multi_session && args.source.is_none();
     let mut failure = None;
     for (i, (plan, file)) in planned.iter().enumerate() {
@@ -572,6 +615,216 @@ fn write_spec_json(out: &mut String, r: &SpecRecord) {
         out.push_str(&format!(",\"resolved_index\":{i}"));
     }
     out.push_str("}\n");
+}
+
+/// Progress of an index build on standard error, when it is a terminal.
+fn with_progress<T>(total: u64, f: impl FnOnce(&std::sync::atomic::AtomicU64) -> T) -> T {
+    use std::io::IsTerminal;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let done = AtomicU64::new(0);
+    let finished = AtomicBool::new(false);
+    if !io::stderr().is_terminal() || total < (64 << 20) {
+        return f(&done);
+    }
+    std::thread::scope(|sc| {
+        sc.spawn(|| {
+            while !finished.load(Ordering::Relaxed) {
+                let d = done.load(Ordering::Relaxed);
+                eprint!("\rtracesight: indexing {:>5.1}% ({} of {} MiB)", d as f64 * 100.0 / total as f64, d >> 20, total >> 20);
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            eprint!("\r\x1b[K");
+        });
+        let r = f(&done);
+        finished.store(true, Ordering::Relaxed);
+        r
+    })
+}
+
+fn parse_number(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => t.parse(),
+    }
+    .map_err(|_| format!("'{s}' is not a number"))
+}
+
+/// Parse a --seek position.
+fn parse_seek(pos: &str, images: &[String]) -> Result<index::SeekTarget, String> {
+    use index::SeekTarget as T;
+    let (kind, value) = pos.split_once(':').unwrap_or(("", pos));
+    Ok(match kind {
+        "" => T::Element(parse_number(value)?),
+        "instr" => T::Instruction(parse_number(value)?),
+        "ts" => T::Timestamp(parse_number(value)?),
+        "cc" => T::Cycles(parse_number(value)?),
+        "off" => T::Offset(parse_number(value)?),
+        "addr" => T::Address(symbols::parse_address(value)?),
+        "fn" => {
+            if images.is_empty() {
+                return Err(format!("--seek {pos}: finding a function needs its ELF file (--image)"));
+            }
+            let sym = symbols::Symbolizer::from_image_args(images).map_err(|e| e.to_string())?;
+            let table = sym.function_table();
+            let exact: Vec<&symbols::FunctionEntry> =
+                table.functions.iter().filter(|f| f.name == value || f.raw_name == value || f.aliases.iter().any(|a| a == value)).collect();
+            let chosen: Vec<&symbols::FunctionEntry> = if !exact.is_empty() {
+                exact
+            } else {
+                let hits = table.search(&symbols::SkimMatcher::new(), value);
+                match hits.first() {
+                    Some(h) => {
+                        let f = &table.functions[h.index];
+                        eprintln!("tracesight: no function is named '{value}'; using the best match, {}", f.name);
+                        vec![f]
+                    }
+                    None => return Err(format!("--seek {pos}: no function matches '{value}'")),
+                }
+            };
+            T::Entry(chosen.iter().flat_map(|f| f.ranges.iter().map(|r| r.start)).collect())
+        }
+        _ => {
+            return Err(format!(
+                "--seek {pos}: expected an element number, instr:N, ts:VALUE, cc:VALUE, off:BYTES, addr:HEX or fn:NAME"
+            ))
+        }
+    })
+}
+
+/// `decode --seek`: elements from a position, through the index.
+#[allow(clippy::too_many_arguments)]
+fn seek_decode(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    pos: &str,
+    count: u64,
+    images: &[String],
+    opencsd: bool,
+    mut cursor: Option<&mut symbols::Cursor<'_>>,
+    out: &mut Output,
+) -> Result<ExitCode, String> {
+    let target = parse_seek(pos, images)?;
+    let idx = with_progress(data.len() as u64, |p| {
+        index::open_or_build(plan, data, opts, &index::IndexOptions::default(), false, Some(p))
+    })
+    .map_err(|e| e.to_string())?;
+    for r in &idx.rejected {
+        eprintln!("tracesight: index {r}");
+    }
+    let seeker = index::Seeker::new(plan, data, opts, &idx.file);
+    let Some(start) = seeker.find(&target).map_err(|e| e.to_string())? else {
+        eprintln!("tracesight: --seek {pos}: no element there (the trace has {} elements)", idx.file.totals().elements);
+        return Ok(ExitCode::from(1));
+    };
+    let mut io_err = None;
+    seeker
+        .each(start, count, |n| {
+            if io_err.is_some() {
+                return;
+            }
+            if opencsd {
+                element::write_opencsd_line(&mut out.buf, n.element);
+            } else {
+                element::write_json(&mut out.buf, n.element);
+                if out.buf.ends_with('}') {
+                    out.buf.pop();
+                    out.buf.push_str(&format!(",\"number\":{}}}", n.number));
+                }
+                if let (Some(c), ElementKind::InstrRange { start, .. }) = (cursor.as_deref_mut(), &n.element.kind) {
+                    write_json_location(&mut out.buf, c.locate(*start));
+                }
+                out.buf.push('\n');
+            }
+            if let Err(e) = out.maybe_flush() {
+                io_err = Some(e);
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    match io_err {
+        Some(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Some(e) => Err(format!("writing output: {e}")),
+        None => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
+    let snap = open_snapshot(&args.path)?;
+    let buffer = match &args.source {
+        Some(name) => snap.buffer(name).map_err(|e| e.to_string())?.clone(),
+        None => snap
+            .default_buffer()
+            .ok_or_else(|| format!("{}: the snapshot defines no trace buffers", args.path.display()))?
+            .clone(),
+    };
+    let mut plan = BufferPlan::new(&snap, &buffer).map_err(|e| e.to_string())?;
+    for a in &args.images {
+        let (path, load) = tracesight::image::elf::parse_image_arg(a)?;
+        plan.add_elf_image(&path, load)?;
+    }
+    let file = plan.open().map_err(|e| e.to_string())?;
+    let data = file.bytes();
+    let opts = RunOptions {
+        dstream: args.dstream,
+        decoder: DecoderOptions {
+            instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
+            aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
+            ..DecoderOptions::default()
+        },
+        ..RunOptions::default()
+    };
+    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024 };
+    let t0 = std::time::Instant::now();
+    let idx = with_progress(data.len() as u64, |p| index::open_or_build(&plan, data, &opts, &iopts, args.rebuild, Some(p)))
+        .map_err(|e| e.to_string())?;
+    let took = t0.elapsed();
+    let f = &idx.file;
+    let mut o = String::new();
+    for r in &idx.rejected {
+        o.push_str(&format!("rejected {r}\n"));
+    }
+    o.push_str(&format!(
+        "index {} ({}, {} bytes)\n",
+        idx.path.display(),
+        if idx.built { format!("built in {:.2} s", took.as_secs_f64()) } else { "up to date".into() },
+        f.file_len()
+    ));
+    let t = f.totals();
+    o.push_str(&format!(
+        "buffer {}: {} bytes, {} checkpoints, {} packets, {} elements, {} instructions\n",
+        buffer.name,
+        data.len(),
+        f.len(),
+        t.packets,
+        t.elements,
+        t.instructions
+    ));
+    if f.len() == 1 && data.len() as u64 > iopts.interval {
+        o.push_str("  note: this buffer's decode state cannot be saved (PTM, or TPIU/DSTREAM framing): seeks decode from the start\n");
+    }
+    if let Some(s) = f.stop() {
+        o.push_str(&format!("  decode stopped early: {s}\n"));
+    }
+    let span = |a: u64, b: u64| {
+        if a == index::format::NONE {
+            "none".to_string()
+        } else {
+            format!("{a}..{b}")
+        }
+    };
+    for s in f.id_summaries() {
+        o.push_str(&format!(
+            "  trace ID 0x{:02x}: {} elements, {} instructions, timestamps {}, cycles {}\n",
+            s.trace_id,
+            s.elements,
+            s.instructions,
+            span(s.first_ts, s.last_ts),
+            span(s.first_cc, s.last_cc)
+        ));
+    }
+    print!("{o}");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn symbolize(args: SymbolizeArgs) -> Result<ExitCode, String> {

@@ -636,6 +636,11 @@ impl<'p> Runner<'p> {
         r
     }
 
+    /// The frame mode of the buffer (`None` for unformatted data).
+    pub fn frame_mode(&self) -> Option<FrameMode> {
+        self.mode
+    }
+
     /// Offset of the next byte to feed.
     pub fn offset(&self) -> u64 {
         self.offset

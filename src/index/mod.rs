@@ -1,0 +1,548 @@
+//! The checkpoint index of one trace buffer: where a decode can restart, and
+//! what it needs to give there exactly what a decode from the start gives.
+//!
+//! One pass decodes the buffer in blocks of [`IndexOptions::interval`] bytes
+//! and saves the whole decode state (frame demultiplexer, every packet
+//! parser and element decoder, see [`Runner::save_state`]) before each block.
+//! A restart from a checkpoint therefore reproduces the full decode bit for
+//! bit, speculation state included, rather than only from the next Trace Info
+//! or I-sync. Each checkpoint also records the counts before it and a summary
+//! of the segment up to the next one, which is what seeks search and the
+//! timeline draws.
+//!
+//! The index is a file of fixed-width little-endian records (see
+//! [`format`]), written beside the trace (or in the user cache directory when
+//! that is not writable), memory-mapped when opened again, and validated
+//! against the trace: its size, modification time and a hash of its first and
+//! last 64 KiB, and a fingerprint of the decode options and program images.
+//! A stale, truncated, corrupt or foreign file is ignored and rebuilt.
+//!
+//! Sources whose state cannot be saved (PTM, TPIU and DSTREAM framing) get
+//! one checkpoint at offset 0: seeks then decode from the start.
+
+pub mod format;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::element::{Element, ElementKind};
+use crate::frame::FrameError;
+use crate::protocol::etm4::decoder::SpecState;
+use crate::session::{BufferPlan, Event, RunOptions, Runner, Source};
+
+pub use format::{Checkpoint, IdSummary, IndexFile};
+
+/// How an index is built.
+#[derive(Clone, Debug)]
+pub struct IndexOptions {
+    /// Bytes between checkpoints; rounded up to a multiple of 1024 (the
+    /// block size of unformatted buffers, a multiple of the frame size).
+    pub interval: u64,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions { interval: 256 * 1024 }
+    }
+}
+
+/// Why an index could not be built or used.
+#[derive(Debug)]
+pub enum IndexError {
+    /// Writing the index file failed (both beside the trace and in the cache).
+    Write { path: PathBuf, error: String },
+    /// A checkpoint's saved state could not be restored.
+    BadState { checkpoint: usize, error: String },
+}
+
+impl std::fmt::Display for IndexError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IndexError::Write { path, error } => write!(f, "{}: cannot write the index: {error}", path.display()),
+            IndexError::BadState { checkpoint, error } => {
+                write!(f, "index checkpoint {checkpoint}: saved decode state is unusable: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for IndexError {}
+
+/// What the trace file is, for validating an index against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceIdentity {
+    pub size: u64,
+    /// Modification time in nanoseconds since the Unix epoch (0 if unknown).
+    pub mtime_ns: u64,
+    /// FNV-1a of the first and last 64 KiB.
+    pub ends_hash: u64,
+}
+
+impl TraceIdentity {
+    pub fn of(path: &Path, data: &[u8]) -> TraceIdentity {
+        let mtime_ns = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos() as u64);
+        const END: usize = 64 * 1024;
+        let mut h = format::Fnv::new();
+        h.write(&data[..data.len().min(END)]);
+        h.write(&data[data.len().saturating_sub(END)..]);
+        TraceIdentity { size: data.len() as u64, mtime_ns, ends_hash: h.finish() }
+    }
+}
+
+/// A fingerprint of everything besides the trace bytes that changes the
+/// decode: run options, the sources' configuration and the program image.
+pub fn fingerprint(plan: &BufferPlan, opts: &RunOptions) -> u64 {
+    let mut h = format::Fnv::new();
+    h.write(&format::VERSION.to_le_bytes());
+    h.write(format!("{:?}|{:?}|{:?}", opts.ids, opts.dstream, opts.decoder).as_bytes());
+    for s in &plan.sources {
+        h.write(format!("{}|{:?}|{:?}", s.name, s.trace_id, s.kind).as_bytes());
+    }
+    for r in plan.image.regions() {
+        h.write(format!("{:x}-{:x}|{:?}|{}", r.start, r.last, r.space, r.path.display()).as_bytes());
+        if let Ok(m) = std::fs::metadata(&r.path) {
+            h.write(&m.len().to_le_bytes());
+            if let Ok(t) = m.modified().map(|t| t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default()) {
+                h.write(&t.as_nanos().to_le_bytes());
+            }
+        }
+    }
+    h.finish()
+}
+
+/// Where the index of `trace` with `fingerprint` lives: beside the trace, and
+/// the user cache directory as the fallback.
+pub fn index_paths(trace: &Path, fingerprint: u64) -> Vec<PathBuf> {
+    let name = trace.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "trace".into());
+    let mut v = vec![trace.with_file_name(format!("{name}.{fingerprint:016x}.tsidx"))];
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    if let Some(c) = cache {
+        let full = trace.canonicalize().unwrap_or_else(|_| trace.to_path_buf());
+        let mut h = format::Fnv::new();
+        h.write(full.to_string_lossy().as_bytes());
+        v.push(c.join("tracesight").join(format!("{name}.{:016x}.{fingerprint:016x}.tsidx", h.finish())));
+    }
+    v
+}
+
+/// Totals gathered while decoding a segment.
+#[derive(Clone, Copy, Debug, Default)]
+struct SegmentStats {
+    first_ts: Option<u64>,
+    last_ts: Option<u64>,
+    first_cc: Option<u64>,
+    last_cc: Option<u64>,
+    instructions: u64,
+    exceptions: u64,
+    gaps: u64,
+    /// Speculative elements not committed (canceled, corrected, discarded,
+    /// lost, unresolved).
+    spec_canceled: u64,
+}
+
+/// Running maxima before a checkpoint, for monotone searches.
+#[derive(Clone, Copy, Debug, Default)]
+struct Maxima {
+    ts: Option<u64>,
+    cc: Option<u64>,
+    index: Option<u64>,
+}
+
+fn note_element(e: &Element, seg: &mut SegmentStats, max: &mut Maxima, ids: &mut Vec<IdSummary>) {
+    let ts = e.time.timestamp;
+    let cc = e.time.total_cycles;
+    if let Some(t) = ts {
+        seg.first_ts.get_or_insert(t);
+        seg.last_ts = Some(t);
+        max.ts = Some(max.ts.map_or(t, |m| m.max(t)));
+    }
+    if cc > 0 {
+        seg.first_cc.get_or_insert(cc);
+        seg.last_cc = Some(cc);
+        max.cc = Some(max.cc.map_or(cc, |m| m.max(cc)));
+    }
+    max.index = Some(max.index.map_or(e.index, |m| m.max(e.index)));
+    let mut instr = 0;
+    match e.kind {
+        ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } => {
+            instr = count as u64;
+            seg.instructions += instr;
+        }
+        ElementKind::Exception { .. } => seg.exceptions += 1,
+        // Every trace-on follows a gap: trace off, an overflow or a restart.
+        ElementKind::NoSync(_) | ElementKind::TraceOn(_) => seg.gaps += 1,
+        _ => {}
+    }
+    let id = match ids.iter_mut().find(|s| s.trace_id == e.trace_id as u64) {
+        Some(s) => s,
+        None => {
+            ids.push(IdSummary { trace_id: e.trace_id as u64, ..IdSummary::default() });
+            ids.last_mut().unwrap()
+        }
+    };
+    id.elements += 1;
+    id.instructions += instr;
+    if let Some(t) = ts {
+        if id.first_ts == format::NONE {
+            id.first_ts = t;
+        }
+        id.last_ts = t;
+    }
+    if cc > 0 {
+        if id.first_cc == format::NONE {
+            id.first_cc = cc;
+        }
+        id.last_cc = cc;
+    }
+}
+
+/// The run options an index is built with: elements always, and the
+/// speculation view for the segment summaries (its records are not numbered
+/// elements, so element numbers do not change).
+pub fn index_run_options(opts: &RunOptions) -> RunOptions {
+    let mut o = opts.clone();
+    o.elements = true;
+    o.after_reset = false;
+    o.decoder.speculation = true;
+    o
+}
+
+/// How a run over `data` ends: the length trc_pkt_lister accepts, and
+/// whether end-of-trace processing happens (as [`crate::session::run`]).
+fn accepted_len(runner: &Runner<'_>, data: &[u8]) -> usize {
+    match runner.frame_mode() {
+        Some(m) => m.lister_accepted_len(data.len() as u64) as usize,
+        None => data.len(),
+    }
+}
+
+/// Build the index of `data` (the buffer's bytes) in memory. `progress`
+/// receives the number of bytes decoded so far.
+pub fn build(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    progress: Option<&AtomicU64>,
+) -> format::IndexData {
+    let opts = index_run_options(opts);
+    let interval = iopts.interval.max(1024).div_ceil(1024) * 1024;
+    let mut r = Runner::new(plan, &opts);
+    let accepted = accepted_len(&r, data);
+    let mut checkpoints: Vec<Checkpoint> = Vec::new();
+    let mut states: Vec<Vec<u8>> = Vec::new();
+    let mut ids: Vec<IdSummary> = Vec::new();
+    let mut max = Maxima::default();
+    let mut seg = SegmentStats::default();
+    let mut resumable = true;
+    let mut pos = 0usize;
+    let mut stopped = false;
+    loop {
+        // A checkpoint before every block while the state can be saved.
+        if resumable && pos < accepted {
+            match r.save_state() {
+                Some(st) => {
+                    if let Some(last) = checkpoints.last_mut() {
+                        last.set_segment(&seg);
+                    }
+                    seg = SegmentStats::default();
+                    checkpoints.push(Checkpoint::new(pos as u64, &r.counts, &max, &st));
+                    states.push(st);
+                }
+                None => {
+                    resumable = false;
+                    if checkpoints.is_empty() {
+                        checkpoints.push(Checkpoint::new(0, &r.counts, &max, &[]));
+                        states.push(Vec::new());
+                    }
+                }
+            }
+        }
+        if pos >= accepted || stopped {
+            break;
+        }
+        let end = (pos + interval as usize).min(accepted);
+        let ok = r.feed(&data[pos..end], &mut |ev| match ev {
+            Event::Element { element, .. } => note_element(element, &mut seg, &mut max, &mut ids),
+            Event::Spec { record, .. } => {
+                if record.state != SpecState::Committed {
+                    seg.spec_canceled += 1;
+                }
+            }
+            _ => {}
+        });
+        pos = end;
+        if let Some(p) = progress {
+            p.store(pos as u64, Ordering::Relaxed);
+        }
+        stopped = !ok;
+    }
+    if !stopped && accepted == data.len() {
+        r.finish(&mut |ev| {
+            if let Event::Element { element, .. } = ev {
+                note_element(element, &mut seg, &mut max, &mut ids);
+            }
+        });
+    }
+    if checkpoints.is_empty() {
+        checkpoints.push(Checkpoint::new(0, &Default::default(), &Maxima::default(), &[]));
+        states.push(Vec::new());
+    }
+    if let Some(last) = checkpoints.last_mut() {
+        last.set_segment(&seg);
+    }
+    ids.sort_by_key(|s| s.trace_id);
+    let summary = r.summary(data.len() as u64);
+    format::IndexData {
+        checkpoints,
+        states,
+        ids,
+        totals: r.counts,
+        stop: stop_text(summary.fatal.as_deref(), summary.frame_error.as_ref()),
+    }
+}
+
+fn stop_text(fatal: Option<&str>, frame: Option<&FrameError>) -> Option<String> {
+    fatal.map(str::to_string).or_else(|| frame.map(|e| e.to_string()))
+}
+
+/// An index, opened from its file or freshly built, for one buffer.
+pub struct Index {
+    pub file: IndexFile,
+    /// Where it was read from or written to.
+    pub path: PathBuf,
+    /// True when it was built by this call (not reused).
+    pub built: bool,
+    /// Why an existing file was not used, when it was not.
+    pub rejected: Vec<String>,
+}
+
+/// Open the index of a buffer, building (and saving) it when there is none,
+/// it is stale or broken, or `rebuild` is set.
+pub fn open_or_build(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    rebuild: bool,
+    progress: Option<&AtomicU64>,
+) -> Result<Index, IndexError> {
+    let opts = index_run_options(opts);
+    let fp = fingerprint(plan, &opts);
+    let ident = TraceIdentity::of(&plan.buffer.path, data);
+    let paths = index_paths(&plan.buffer.path, fp);
+    let mut rejected = Vec::new();
+    if !rebuild {
+        for p in &paths {
+            if !p.exists() {
+                continue;
+            }
+            match IndexFile::open(p, &ident, fp) {
+                Ok(f) => return Ok(Index { file: f, path: p.clone(), built: false, rejected }),
+                Err(why) => rejected.push(format!("{}: {why}; rebuilt", p.display())),
+            }
+        }
+    }
+    let built = build(plan, data, &opts, iopts, progress);
+    let mut last_err = None;
+    for p in &paths {
+        match format::write(p, &built, &ident, fp) {
+            Ok(()) => match IndexFile::open(p, &ident, fp) {
+                Ok(f) => return Ok(Index { file: f, path: p.clone(), built: true, rejected }),
+                Err(e) => last_err = Some((p.clone(), e)),
+            },
+            Err(e) => last_err = Some((p.clone(), e)),
+        }
+    }
+    let (path, error) = last_err.unwrap_or_else(|| (PathBuf::from("."), "no place to write it".into()));
+    Err(IndexError::Write { path, error })
+}
+
+/// Where a seek goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SeekTarget {
+    /// Element number (all trace IDs together, from 0).
+    Element(u64),
+    /// First element whose instruction count reaches this instruction number
+    /// (instructions numbered from 0 in decode order).
+    Instruction(u64),
+    /// First element at or after this timestamp.
+    Timestamp(u64),
+    /// First element at or after this cycle count.
+    Cycles(u64),
+    /// First element produced at or after this byte offset.
+    Offset(u64),
+    /// First instruction range that executes this address.
+    Address(u64),
+    /// First instruction range starting at one of these addresses (a
+    /// function's entry points).
+    Entry(Vec<u64>),
+}
+
+/// An element delivered by a seek, with the number a full decode gives it.
+#[derive(Clone, Copy, Debug)]
+pub struct Numbered<'a> {
+    pub number: u64,
+    pub source: &'a Source,
+    pub element: &'a Element,
+}
+
+/// Decoding from checkpoints of an index.
+pub struct Seeker<'p> {
+    plan: &'p BufferPlan,
+    data: &'p [u8],
+    opts: RunOptions,
+    index: &'p IndexFile,
+}
+
+impl<'p> Seeker<'p> {
+    pub fn new(plan: &'p BufferPlan, data: &'p [u8], opts: &RunOptions, index: &'p IndexFile) -> Seeker<'p> {
+        Seeker { plan, data, opts: index_run_options(opts), index }
+    }
+
+    /// The checkpoint to start from for `target` (the last one that cannot be
+    /// past it).
+    pub fn checkpoint_for(&self, target: &SeekTarget) -> usize {
+        let n = self.index.len();
+        let before = |pred: &dyn Fn(&Checkpoint) -> bool| -> usize {
+            // Checkpoints satisfying `pred` form a prefix.
+            let mut lo = 0;
+            let mut hi = n;
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if pred(&self.index.checkpoint(mid)) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo.saturating_sub(1)
+        };
+        match target {
+            SeekTarget::Element(e) => before(&|c| c.elements_before <= *e),
+            SeekTarget::Instruction(i) => before(&|c| c.instructions_before <= *i),
+            SeekTarget::Timestamp(t) => before(&|c| c.max_ts_before == format::NONE || c.max_ts_before < *t),
+            SeekTarget::Cycles(v) => before(&|c| c.max_cc_before == format::NONE || c.max_cc_before < *v),
+            SeekTarget::Offset(o) => before(&|c| c.max_index_before == format::NONE || c.max_index_before < *o),
+            SeekTarget::Address(_) | SeekTarget::Entry(_) => 0,
+        }
+    }
+
+    /// Decode from checkpoint `k`, calling `on` with every element (and its
+    /// number) until it returns false or the trace ends.
+    pub fn run_from<F>(&self, k: usize, mut on: F) -> Result<(), IndexError>
+    where
+        F: FnMut(Numbered<'_>) -> bool,
+    {
+        let cp = self.index.checkpoint(k);
+        let state = self.index.state(k).map_err(|error| IndexError::BadState { checkpoint: k, error })?;
+        let mut r = if cp.offset == 0 && state.is_empty() {
+            Runner::new(self.plan, &self.opts)
+        } else {
+            Runner::resume(self.plan, &self.opts, state).map_err(|error| IndexError::BadState { checkpoint: k, error })?
+        };
+        let accepted = accepted_len(&r, self.data);
+        let mut number = cp.elements_before;
+        let more = std::cell::Cell::new(true);
+        let mut pos = cp.offset as usize;
+        let block = 64 * 1024;
+        let mut handler = |ev: Event<'_>| {
+            if let Event::Element { source, element } = ev {
+                if more.get() {
+                    more.set(on(Numbered { number, source, element }));
+                }
+                number += 1;
+            }
+        };
+        while more.get() && pos < accepted {
+            let end = (pos + block).min(accepted);
+            if !r.feed(&self.data[pos..end], &mut handler) {
+                return Ok(());
+            }
+            pos = end;
+        }
+        if more.get() && accepted == self.data.len() {
+            r.finish(&mut handler);
+        }
+        Ok(())
+    }
+
+    /// The number of the first element that meets `target`, if any.
+    pub fn find(&self, target: &SeekTarget) -> Result<Option<u64>, IndexError> {
+        if let SeekTarget::Element(e) = target {
+            return Ok((*e < self.index.totals().elements).then_some(*e));
+        }
+        let k = self.checkpoint_for(target);
+        let mut found = None;
+        let mut instr_before = self.index.checkpoint(k).instructions_before;
+        self.run_from(k, |n| {
+            let e = n.element;
+            let hit = match target {
+                SeekTarget::Element(_) => unreachable!(),
+                SeekTarget::Instruction(i) => {
+                    let count = match e.kind {
+                        ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } => count as u64,
+                        _ => 0,
+                    };
+                    instr_before += count;
+                    instr_before > *i
+                }
+                SeekTarget::Timestamp(t) => e.time.timestamp.is_some_and(|v| v >= *t),
+                SeekTarget::Cycles(c) => e.time.total_cycles >= *c,
+                SeekTarget::Offset(o) => e.index >= *o,
+                SeekTarget::Address(a) => {
+                    matches!(e.kind, ElementKind::InstrRange { start, end, .. } if start <= *a && *a < end)
+                }
+                SeekTarget::Entry(starts) => {
+                    matches!(e.kind, ElementKind::InstrRange { start, .. } if starts.contains(&start))
+                }
+            };
+            if hit {
+                found = Some(n.number);
+            }
+            !hit
+        })?;
+        Ok(found)
+    }
+
+    /// Up to `count` elements from element number `start`, as a full decode
+    /// gives them (what a viewer fetches for the rows on screen).
+    pub fn window(&self, start: u64, count: usize) -> Result<Vec<(usize, Element)>, IndexError> {
+        let mut out = Vec::with_capacity(count.min(1 << 16));
+        if count == 0 {
+            return Ok(out);
+        }
+        let k = self.checkpoint_for(&SeekTarget::Element(start));
+        let sources = &self.plan.sources;
+        self.run_from(k, |n| {
+            if n.number >= start {
+                let si = sources.iter().position(|s| std::ptr::eq(s, n.source)).unwrap_or(0);
+                out.push((si, *n.element));
+            }
+            out.len() < count
+        })?;
+        Ok(out)
+    }
+
+    /// Call `on` with up to `count` elements from element number `start`.
+    pub fn each<F: FnMut(Numbered<'_>)>(&self, start: u64, count: u64, mut on: F) -> Result<(), IndexError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let k = self.checkpoint_for(&SeekTarget::Element(start));
+        let mut left = count;
+        self.run_from(k, |n| {
+            if n.number >= start {
+                on(n);
+                left -= 1;
+            }
+            left > 0
+        })
+    }
+}
