@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tracesight::element::{self, ElementKind};
 use tracesight::index;
 use tracesight::symbols;
-use tracesight::input::Snapshot;
+use tracesight::input::{Snapshot, TraceFile};
 use tracesight::protocol::etm4::decoder::{DecoderOptions, SpecKind, SpecRecord};
 use tracesight::session::{run, BufferPlan, Event, RunOptions, SourceKind};
 
@@ -379,7 +379,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     };
     if let Some(pos) = &args.seek {
         let (plan, file) = &planned[0];
-        let code = seek_decode(plan, file.bytes(), &opts, pos, args.count, &args.images, opencsd, cursor.as_mut(), &mut out)?;
+        let code = seek_decode(plan, file, &opts, pos, args.count, &args.images, opencsd, cursor.as_mut(), &mut out)?;
         out.close()?;
         return Ok(code);
     }
@@ -650,6 +650,31 @@ fn parse_number(s: &str) -> Result<u64, String> {
     .map_err(|_| format!("'{s}' is not a number"))
 }
 
+/// Open a buffer's index, building it (with progress on a terminal) when
+/// needed. The build reads the trace once: pages behind it are given back so
+/// a multi-gigabyte capture does not stay resident.
+fn open_index(
+    plan: &BufferPlan,
+    file: &TraceFile,
+    opts: &RunOptions,
+    iopts: &index::IndexOptions,
+    rebuild: bool,
+) -> Result<index::Index, String> {
+    let data = file.bytes();
+    let mut released = 0usize;
+    with_progress(data.len() as u64, |p| {
+        index::open_or_build(plan, data, opts, iopts, rebuild, &mut |n| {
+            p.store(n, std::sync::atomic::Ordering::Relaxed);
+            let keep_from = (n as usize).saturating_sub(1 << 20);
+            if keep_from >= released + (64 << 20) {
+                file.release(released, keep_from);
+                released = keep_from;
+            }
+        })
+    })
+    .map_err(|e| e.to_string())
+}
+
 /// Parse a --seek position.
 fn parse_seek(pos: &str, images: &[String]) -> Result<index::SeekTarget, String> {
     use index::SeekTarget as T;
@@ -696,7 +721,7 @@ fn parse_seek(pos: &str, images: &[String]) -> Result<index::SeekTarget, String>
 #[allow(clippy::too_many_arguments)]
 fn seek_decode(
     plan: &BufferPlan,
-    data: &[u8],
+    file: &TraceFile,
     opts: &RunOptions,
     pos: &str,
     count: u64,
@@ -706,10 +731,8 @@ fn seek_decode(
     out: &mut Output,
 ) -> Result<ExitCode, String> {
     let target = parse_seek(pos, images)?;
-    let idx = with_progress(data.len() as u64, |p| {
-        index::open_or_build(plan, data, opts, &index::IndexOptions::default(), false, Some(p))
-    })
-    .map_err(|e| e.to_string())?;
+    let data = file.bytes();
+    let idx = open_index(plan, file, opts, &index::IndexOptions::default(), false)?;
     for r in &idx.rejected {
         eprintln!("tracesight: index {r}");
     }
@@ -776,8 +799,7 @@ fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
     };
     let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024 };
     let t0 = std::time::Instant::now();
-    let idx = with_progress(data.len() as u64, |p| index::open_or_build(&plan, data, &opts, &iopts, args.rebuild, Some(p)))
-        .map_err(|e| e.to_string())?;
+    let idx = open_index(&plan, &file, &opts, &iopts, args.rebuild)?;
     let took = t0.elapsed();
     let f = &idx.file;
     let mut o = String::new();

@@ -23,7 +23,6 @@
 pub mod format;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::element::{Element, ElementKind};
 use crate::frame::FrameError;
@@ -222,14 +221,14 @@ fn accepted_len(runner: &Runner<'_>, data: &[u8]) -> usize {
     }
 }
 
-/// Build the index of `data` (the buffer's bytes) in memory. `progress`
-/// receives the number of bytes decoded so far.
+/// Build the index of `data` (the buffer's bytes) in memory. `progress` is
+/// called after each block with the number of bytes decoded so far.
 pub fn build(
     plan: &BufferPlan,
     data: &[u8],
     opts: &RunOptions,
     iopts: &IndexOptions,
-    progress: Option<&AtomicU64>,
+    progress: &mut dyn FnMut(u64),
 ) -> format::IndexData {
     let opts = index_run_options(opts);
     let interval = iopts.interval.max(1024).div_ceil(1024) * 1024;
@@ -278,9 +277,7 @@ pub fn build(
             _ => {}
         });
         pos = end;
-        if let Some(p) = progress {
-            p.store(pos as u64, Ordering::Relaxed);
-        }
+        progress(pos as u64);
         stopped = !ok;
     }
     if !stopped && accepted == data.len() {
@@ -331,7 +328,7 @@ pub fn open_or_build(
     opts: &RunOptions,
     iopts: &IndexOptions,
     rebuild: bool,
-    progress: Option<&AtomicU64>,
+    progress: &mut dyn FnMut(u64),
 ) -> Result<Index, IndexError> {
     let opts = index_run_options(opts);
     let fp = fingerprint(plan, &opts);

@@ -68,6 +68,26 @@ impl TraceFile {
         self.bytes().len()
     }
 
+    /// Tell the kernel the bytes `start..end` will not be read soon, so a
+    /// one-pass scan of a multi-gigabyte file does not keep it all resident.
+    /// The bytes stay readable (they are read from the file again when
+    /// touched). Best effort: errors are ignored.
+    pub fn release(&self, start: usize, end: usize) {
+        const PAGE: usize = 4096;
+        let Some(map) = &self.map else { return };
+        // Whole pages inside the range only: a neighbouring block may still
+        // be in use.
+        let first = start.div_ceil(PAGE) * PAGE;
+        let last = (end.min(map.len()) / PAGE) * PAGE;
+        if last > first {
+            // SAFETY: the mapping is a read-only shared mapping of a file
+            // (Mmap::map on a file opened for reading). Dropping its pages
+            // loses nothing: the next access reads the same bytes from the
+            // file again, so slices into it stay valid and unchanged.
+            let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first) };
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.bytes().is_empty()
     }
