@@ -35,7 +35,7 @@ fn main() {
     if idx.built {
         println!("index build: {:.1} MiB/s", data.len() as f64 / (1 << 20) as f64 / t0.elapsed().as_secs_f64());
     }
-    let seeker = Seeker::new(&plan, data, &opts, &idx.file);
+    let seeker = Seeker::over_file(&plan, &file, &opts, &idx.file);
     let total = idx.file.totals().elements;
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut lat = Vec::with_capacity(targets);

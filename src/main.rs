@@ -736,7 +736,7 @@ fn seek_decode(
     for r in &idx.rejected {
         eprintln!("tracesight: index {r}");
     }
-    let seeker = index::Seeker::new(plan, data, opts, &idx.file);
+    let seeker = index::Seeker::over_file(plan, file, opts, &idx.file);
     let Some(start) = seeker.find(&target).map_err(|e| e.to_string())? else {
         eprintln!("tracesight: --seek {pos}: no element there (the trace has {} elements)", idx.file.totals().elements);
         return Ok(ExitCode::from(1));

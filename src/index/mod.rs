@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use crate::element::{Element, ElementKind};
 use crate::frame::FrameError;
 use crate::protocol::etm4::decoder::SpecState;
+use crate::input::TraceFile;
 use crate::session::{BufferPlan, Event, RunOptions, Runner, Source};
 
 pub use format::{Checkpoint, IdSummary, IndexFile};
@@ -396,11 +397,20 @@ pub struct Seeker<'p> {
     data: &'p [u8],
     opts: RunOptions,
     index: &'p IndexFile,
+    /// The mapped trace, whose pages are given back after each seek so that
+    /// browsing a capture does not make all of it resident.
+    file: Option<&'p TraceFile>,
 }
 
 impl<'p> Seeker<'p> {
     pub fn new(plan: &'p BufferPlan, data: &'p [u8], opts: &RunOptions, index: &'p IndexFile) -> Seeker<'p> {
-        Seeker { plan, data, opts: index_run_options(opts), index }
+        Seeker { plan, data, opts: index_run_options(opts), index, file: None }
+    }
+
+    /// A seeker over a mapped trace file, releasing the pages it read after
+    /// each seek (they stay in the page cache, so a revisit is cheap).
+    pub fn over_file(plan: &'p BufferPlan, file: &'p TraceFile, opts: &RunOptions, index: &'p IndexFile) -> Seeker<'p> {
+        Seeker { plan, data: file.bytes(), opts: index_run_options(opts), index, file: Some(file) }
     }
 
     /// The checkpoint to start from for `target` (the last one that cannot be
@@ -457,15 +467,20 @@ impl<'p> Seeker<'p> {
                 number += 1;
             }
         };
+        let mut stopped = false;
         while more.get() && pos < accepted {
             let end = (pos + block).min(accepted);
             if !r.feed(&self.data[pos..end], &mut handler) {
-                return Ok(());
+                stopped = true;
+                break;
             }
             pos = end;
         }
-        if more.get() && accepted == self.data.len() {
+        if more.get() && !stopped && accepted == self.data.len() {
             r.finish(&mut handler);
+        }
+        if let Some(f) = self.file {
+            f.release(cp.offset as usize, pos);
         }
         Ok(())
     }
