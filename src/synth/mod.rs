@@ -1,0 +1,168 @@
+//! ETE trace synthesis: real traces of real programs without trace hardware.
+//!
+//! A program runs under `qemu-aarch64` ([`qemu`]), whose execution log gives
+//! the exact sequence of executed instructions; the code that ran is located
+//! in the program's ELF files ([`program`]); the execution is encoded as the
+//! ETE byte stream a trace unit would have produced ([`encoder`], on top of the
+//! packet writer [`packets`]), optionally in CoreSight formatter frames
+//! ([`frames`]); and the result is written as an OpenCSD snapshot directory
+//! ([`snapshot`]) that any snapshot reader decodes.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use tracesight::synth::{self, SynthConfig, qemu::QemuRun};
+//!
+//! let run = synth::qemu::run(&QemuRun {
+//!     qemu: "qemu-aarch64".into(),
+//!     sysroot: None,
+//!     program: "prog".into(),
+//!     args: vec![],
+//!     keep_log: None,
+//! })?;
+//! let out = synth::synthesize(&run.exec, Path::new("prog"), None, &SynthConfig::default(),
+//!                             &synth::Output::new("snapshot"))?;
+//! println!("{} bytes of trace", out.trace_bytes);
+//! # Ok::<(), String>(())
+//! ```
+
+pub mod cli;
+pub mod encoder;
+pub mod frames;
+pub mod packets;
+pub mod program;
+pub mod qemu;
+pub mod snapshot;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub use encoder::{Fate, P0Kind, SpecConfig, SpecFate, StreamResult, SvcModel, SynthConfig};
+pub use program::CodeImage;
+pub use qemu::Execution;
+
+/// Where and how to write the snapshot.
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub dir: PathBuf,
+    /// Formatter frames (`Some(true)`), one raw stream (`Some(false)`), or
+    /// frames only when there are several trace units (`None`).
+    pub formatted: Option<bool>,
+    /// Write `expected/` (instruction runs from qemu, speculation fates).
+    pub expected: bool,
+    /// Text recorded in `synth.txt` before the totals.
+    pub notes: String,
+}
+
+impl Output {
+    pub fn new(dir: impl Into<PathBuf>) -> Output {
+        Output { dir: dir.into(), formatted: None, expected: false, notes: String::new() }
+    }
+}
+
+/// What a synthesis produced.
+#[derive(Clone, Debug)]
+pub struct Synthesis {
+    pub streams: Vec<StreamResult>,
+    pub image: CodeImage,
+    pub formatted: bool,
+    /// Size of the trace buffer file.
+    pub trace_bytes: u64,
+    /// Time spent encoding and writing the trace.
+    pub encode_seconds: f64,
+}
+
+impl Synthesis {
+    /// Encoding throughput in MB (10^6 bytes) of trace per second.
+    pub fn mb_per_second(&self) -> f64 {
+        self.trace_bytes as f64 / 1e6 / self.encode_seconds.max(1e-9)
+    }
+}
+
+/// Synthesize the trace of `exec` (a run of `program`, dynamically linked
+/// against `sysroot` if given) into the snapshot directory `out.dir`.
+pub fn synthesize(
+    exec: &Execution,
+    program: &Path,
+    sysroot: Option<&Path>,
+    cfg: &SynthConfig,
+    out: &Output,
+) -> Result<Synthesis, String> {
+    let elfs = program::candidate_elfs(program, sysroot)?;
+    let mut image = program::locate(exec, &elfs)?;
+    if cfg.svc == SvcModel::KernelStub {
+        let (addr, words) = encoder::vector_table();
+        image.add_code(addr, &words, "vectors")?;
+    }
+    let formatted = out.formatted.unwrap_or(exec.threads() > 1);
+    if !formatted && exec.threads() > 1 {
+        return Err(format!(
+            "the run has {} threads (one trace unit each); an unformatted trace buffer holds one: use formatter frames",
+            exec.threads()
+        ));
+    }
+    snapshot::prepare_dir(&out.dir)?;
+    let mut trace = snapshot::TraceOut::create(&out.dir, formatted)?;
+    let t0 = Instant::now();
+    let chunk = if formatted { 512 } else { 1 << 20 };
+    let cfg = SynthConfig { record: cfg.record || out.expected, ..cfg.clone() };
+    let streams = encoder::encode(exec, &image, &cfg, &mut trace, chunk)?;
+    let trace_bytes = trace.finish()?;
+    let encode_seconds = t0.elapsed().as_secs_f64();
+
+    // The program's ELF file, for symbols and source; libraries are in the dumps.
+    let copied: Vec<PathBuf> = image.elfs.iter().take(1).map(|e| e.path.clone()).collect();
+    let mut notes = out.notes.clone();
+    notes.push_str(&summary_text(&streams, &image, &cfg, formatted, trace_bytes, encode_seconds));
+    snapshot::write_snapshot(
+        &out.dir,
+        &snapshot::SnapshotInfo { streams: &streams, image: &image, formatted, elfs: &copied, notes },
+    )?;
+    if out.expected {
+        let runs: Vec<_> = (0..exec.threads()).map(|t| exec.instruction_runs(t)).collect();
+        snapshot::write_expected(&out.dir, &streams, &runs)?;
+    }
+    Ok(Synthesis { streams, image, formatted, trace_bytes, encode_seconds })
+}
+
+fn summary_text(
+    streams: &[StreamResult],
+    image: &CodeImage,
+    cfg: &SynthConfig,
+    formatted: bool,
+    bytes: u64,
+    secs: f64,
+) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    let _ = writeln!(s, "trace buffer: {} bytes, {}", bytes, if formatted { "formatter frames" } else { "unformatted" });
+    let _ = writeln!(
+        s,
+        "settings: sync every {} bytes; timestamps {}; cycle counts {}; speculation {}; SVC model {:?}; runs {}",
+        cfg.sync_period,
+        if cfg.timestamps { format!("every {} cycles", cfg.ts_period) } else { "off".into() },
+        if cfg.cycle_counts { format!("threshold {}", cfg.cc_threshold) } else { "off".into() },
+        match cfg.speculation {
+            Some(sp) => format!(
+                "MAXSPEC {}, commit batch {}, wrong paths up to {}",
+                sp.max_spec, sp.commit_batch, sp.wrong_path_max
+            ),
+            None => "off".into(),
+        },
+        cfg.svc,
+        cfg.repeat
+    );
+    for t in streams {
+        let st = &t.stats;
+        let _ = writeln!(
+            s,
+            "trace ID 0x{:02x} (qemu CPU {}): {} bytes, {} instructions, {} P0 elements, {} exceptions, {} mispredicted branches, {} canceled, {} discarded, {} cycles",
+            t.trace_id, t.cpu, st.bytes, st.instructions, st.p0_elements, st.exceptions, st.mispredicted_branches, st.canceled, st.discarded, st.cycles
+        );
+    }
+    for e in &image.elfs {
+        let name = e.path.file_name().map_or_else(|| e.path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let _ = writeln!(s, "code: {} at bias 0x{:x}", name, e.bias);
+    }
+    let _ = writeln!(s, "encoded in {:.3} s ({:.1} MB/s)", secs, bytes as f64 / 1e6 / secs.max(1e-9));
+    s
+}
