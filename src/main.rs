@@ -731,7 +731,6 @@ fn seek_decode(
     out: &mut Output,
 ) -> Result<ExitCode, String> {
     let target = parse_seek(pos, images)?;
-    let data = file.bytes();
     let idx = open_index(plan, file, opts, &index::IndexOptions::default(), false)?;
     for r in &idx.rejected {
         eprintln!("tracesight: index {r}");

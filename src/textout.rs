@@ -68,6 +68,21 @@ pub fn byte(out: &mut String, b: u8) {
     push_ascii(out, &[b'0', b'x', HEX_LOWER[(b >> 4) as usize], HEX_LOWER[(b & 0xf) as usize], b' ']);
 }
 
+/// The start of a trc_pkt_lister packet line, up to the packet's description:
+/// `Idx:<offset>; ID:<hex id>; [<raw bytes>];<TAB>`. Shared by every protocol's
+/// listing so they cannot drift apart.
+pub fn packet_prefix(out: &mut String, index: u64, stream_id: u8, raw: &[u8]) {
+    out.push_str("Idx:");
+    dec(out, index);
+    out.push_str("; ID:");
+    hex(out, stream_id as u64, 0);
+    out.push_str("; [");
+    for &b in raw {
+        byte(out, b);
+    }
+    out.push_str("];\t");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -92,3 +107,4 @@ mod tests {
         assert_eq!(s, "0x9d ");
     }
 }
+

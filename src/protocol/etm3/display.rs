@@ -13,15 +13,7 @@ use crate::textout;
 /// mode) for `pkt`, followed by a newline. `stream_id` is the ID the data
 /// arrived under (0 for an unformatted buffer).
 pub fn write_opencsd_line(out: &mut String, stream_id: u8, pkt: &Etm3Packet, raw: &[u8]) {
-    out.push_str("Idx:");
-    textout::dec(out, pkt.index);
-    out.push_str("; ID:");
-    textout::hex(out, stream_id as u64, 0);
-    out.push_str("; [");
-    for &b in raw {
-        textout::byte(out, b);
-    }
-    out.push_str("];\t");
+    textout::packet_prefix(out, pkt.index, stream_id, raw);
     write_description(out, pkt);
     out.push('\n');
 }

@@ -9,15 +9,7 @@ use crate::textout;
 /// Append the trc_pkt_lister packet line (with raw bytes, as in its `-decode`
 /// mode) for `pkt`, followed by a newline.
 pub fn write_opencsd_line(out: &mut String, trace_id: u8, pkt: &Packet, raw: &[u8], is_ete: bool) {
-    out.push_str("Idx:");
-    textout::dec(out, pkt.index);
-    out.push_str("; ID:");
-    textout::hex(out, trace_id as u64, 0);
-    out.push_str("; [");
-    for &b in raw {
-        textout::byte(out, b);
-    }
-    out.push_str("];\t");
+    textout::packet_prefix(out, pkt.index, trace_id, raw);
     write_description(out, pkt, is_ete);
     out.push('\n');
 }

@@ -10,15 +10,7 @@ use crate::textout;
 /// Append the trc_pkt_lister packet line (with raw bytes, as in its `-decode`
 /// mode) for `pkt`, followed by a newline. PTM descriptions end with `; `.
 pub fn write_opencsd_line(out: &mut String, stream_id: u8, pkt: &PtmPacket, raw: &[u8]) {
-    out.push_str("Idx:");
-    textout::dec(out, pkt.index);
-    out.push_str("; ID:");
-    textout::hex(out, stream_id as u64, 0);
-    out.push_str("; [");
-    for &b in raw {
-        textout::byte(out, b);
-    }
-    out.push_str("];\t");
+    textout::packet_prefix(out, pkt.index, stream_id, raw);
     write_description(out, pkt);
     out.push('\n');
 }
