@@ -14,4 +14,5 @@ pub mod input;
 pub mod protocol;
 pub mod session;
 pub mod symbols;
+pub mod synth;
 pub mod textout;

@@ -20,7 +20,8 @@ struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// Capture to open (an OpenCSD snapshot directory). Without one, the bundled
-    /// demo capture is used. Until the viewer lands this lists its packets.
+    /// demo capture is used. Until the viewer lands this prints the capture's
+    /// first 40 elements (through the index, built on first use).
     path: Option<PathBuf>,
 }
 
@@ -41,6 +42,9 @@ enum Command {
         #[arg(long, default_value_t = 20)]
         functions: usize,
     },
+    /// Run an AArch64 program under qemu-aarch64 and write the ETE trace of its
+    /// execution as an OpenCSD snapshot directory.
+    Synth(tracesight::synth::cli::SynthArgs),
     /// Build (or refresh) the index of a capture and describe it: checkpoints,
     /// elements, instructions and time span per trace ID.
     Index(IndexArgs),
@@ -176,13 +180,20 @@ fn main() -> ExitCode {
         Some(Command::Info { path, images, functions }) => info(&path, &images, functions),
         Some(Command::Symbolize(args)) => symbolize(args),
         Some(Command::Index(args)) => index_command(args),
+        Some(Command::Synth(args)) => tracesight::synth::cli::run(args),
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
+            eprintln!(
+                "tracesight: the viewer is not built yet; the first 40 elements of {} follow \
+                 (`tracesight decode {}` lists them all, `--seek POS` starts anywhere)",
+                path.display(),
+                path.display()
+            );
             decode(DecodeArgs {
                 path,
                 images: vec![],
                 packets: false,
-                elements_only: false,
+                elements_only: true,
                 src_addr_n: false,
                 aa64_opcode_check: false,
                 speculation: false,
@@ -193,8 +204,8 @@ fn main() -> ExitCode {
                 dstream: false,
                 format: Format::Opencsd,
                 output: None,
-                seek: None,
-                count: 50,
+                seek: Some("0".into()),
+                count: 40,
             })
         }
     };
