@@ -522,7 +522,12 @@ impl Chain {
         match &self.proto {
             Proto::Etm4 { parser, decoder } => Some((parser.save_state(), decoder.as_ref().map(|d| d.save_state()))),
             Proto::Etm3 { parser, decoder } => Some((parser.save_state(), decoder.as_ref().map(|d| d.save_state()))),
-            Proto::Ptm { .. } => None,
+            Proto::Ptm { parser, decoder, prev } => {
+                // The previous block goes with the parser: after a short block
+                // the listing shows bytes the parser reads past its end.
+                let p = bincode::serialize(&(parser.save_state(), prev)).ok()?;
+                Some((p, decoder.as_ref().map(|d| d.save_state())))
+            }
         }
     }
 
@@ -538,6 +543,13 @@ impl Chain {
             (Proto::Etm3 { parser, decoder }, SourceKind::Etm3(cfg)) => {
                 *parser = Etm3Parser::load_state(cfg, pstate)?;
                 *decoder = dstate.map(|d| Etm3Decoder::load_state(cfg, plan.image.clone(), &d)).transpose()?;
+            }
+            (Proto::Ptm { parser, decoder, prev }, SourceKind::Ptm(cfg)) => {
+                let (p, saved_prev): (Vec<u8>, Option<Vec<u8>>) =
+                    bincode::deserialize(pstate).map_err(|e| format!("PTM chain state: {e}"))?;
+                *parser = PtmParser::load_state(cfg, &p)?;
+                *decoder = dstate.map(|d| PtmDecoder::load_state(cfg, plan.image.clone(), &d)).transpose()?;
+                *prev = saved_prev;
             }
             _ => return Err("run state for a source whose protocol cannot be resumed".into()),
         }

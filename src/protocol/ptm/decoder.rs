@@ -23,7 +23,7 @@ use crate::image::memory::MemoryImage;
 use crate::protocol::etm4::decoder::DecoderOutput;
 use crate::protocol::etm4::CoreProfile;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     /// Report NO_SYNC on the next packet.
     NoSync,
@@ -90,8 +90,10 @@ impl From<InstrError> for DecodeError {
 
 /// The 16-entry return stack: calls push their return address, an E atom on
 /// an indirect branch pops it. Popping an empty stack is an error.
-#[derive(Clone, Copy, Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug)]
 struct ReturnStack {
+    /// From the configuration, so not saved.
+    #[serde(skip)]
     active: bool,
     head: usize,
     entries: i32,
@@ -136,7 +138,7 @@ impl ReturnStack {
 }
 
 /// Where the walk through the program image is.
-#[derive(Clone, Copy, Debug)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug)]
 struct PeState {
     addr: u64,
     isa: Isa,
@@ -153,10 +155,18 @@ struct Walk {
 }
 
 /// The PTM element decoder for one trace ID.
+///
+/// Its decode state serializes ([`PtmDecoder::save_state`]) so that decoding
+/// can resume exactly; what comes from the configuration and the program
+/// image are supplied again on load.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct PtmDecoder {
+    #[serde(skip)]
     image: Arc<MemoryImage>,
+    #[serde(skip)]
     idec: DecodeOptions,
     it: ItState,
+    #[serde(skip)]
     trace_id: u8,
     state: State,
     unsync_reason: UnsyncReason,
@@ -175,6 +185,8 @@ pub struct PtmDecoder {
     /// memory space: a NO_SYNC after a bad packet shows whichever was last set.
     shared_payload: u32,
     fatal: bool,
+    /// Only a buffer reused between messages.
+    #[serde(skip)]
     msg: String,
     time: Time,
 }
@@ -213,6 +225,23 @@ impl PtmDecoder {
         };
         d.reset_state();
         d
+    }
+
+    /// The decode state, for a later [`PtmDecoder::load_state`].
+    pub fn save_state(&self) -> Vec<u8> {
+        bincode::serialize(self).unwrap_or_default()
+    }
+
+    /// A decoder continuing from a saved state, with its configuration and
+    /// program image supplied again.
+    pub fn load_state(cfg: &PtmConfig, image: Arc<MemoryImage>, state: &[u8]) -> Result<PtmDecoder, String> {
+        let mut d: PtmDecoder = bincode::deserialize(state).map_err(|e| format!("PTM decoder state: {e}"))?;
+        let fresh = PtmDecoder::new(cfg, image);
+        d.image = fresh.image;
+        d.idec = fresh.idec;
+        d.trace_id = fresh.trace_id;
+        d.rs.active = fresh.rs.active;
+        Ok(d)
     }
 
     /// True after an error the decoder cannot recover from; OpenCSD stops the

@@ -9,7 +9,7 @@ use crate::element::Isa;
 
 /// PTM packet types (IHI 0035 chapter 4), plus the stream states and error
 /// kinds the parser reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PtmPacketType {
     /// Bytes before the first A-sync.
     NotSync,
@@ -88,7 +88,7 @@ impl PtmPacketType {
 }
 
 /// Why an I-sync packet was emitted (its info byte bits 6:5).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum ISyncReason {
     #[default]
     Periodic,
@@ -143,8 +143,52 @@ pub fn exception_name(number: u16) -> &'static str {
     EXCEPTION_NAMES.get(number as usize).copied().unwrap_or("Unknown")
 }
 
+/// Messages of BadSequence packets. They are listed in [`PARSE_MESSAGES`]
+/// because a saved parser state can only name a `&'static str` by its place
+/// in a table.
+pub(crate) const MSG_BAD_ASYNC: &str = "Bad Async packet";
+pub(crate) const MSG_BRANCH_SEQUENCE: &str = "sequencing error analysing branch packet";
+pub(crate) const MSG_SHORT_CONTEXT_ID: &str = "Insufficient packet bytes for Context ID value.";
+pub(crate) const MSG_SHORT_CYCLE_COUNT: &str = "Insufficient packet bytes for Cycle Count value.";
+pub(crate) const MSG_SHORT_TIMESTAMP: &str = "Insufficient packet bytes for Timestamp value.";
+
+pub(crate) const PARSE_MESSAGES: [&str; 5] =
+    [MSG_BAD_ASYNC, MSG_BRANCH_SEQUENCE, MSG_SHORT_CONTEXT_ID, MSG_SHORT_CYCLE_COUNT, MSG_SHORT_TIMESTAMP];
+
+/// Spelt through an alias because serde's derive takes a field written as
+/// `Option<&str>` to borrow from the input, which would tie a loaded parser
+/// state to its bytes.
+type StaticText = &'static str;
+
+/// Serde for [`PtmPacket::error_message`]: the place in [`PARSE_MESSAGES`].
+mod saved_message {
+    use super::PARSE_MESSAGES;
+    use serde::{de, ser, Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(m: &Option<&'static str>, s: S) -> Result<S::Ok, S::Error> {
+        // Refusing an unlisted message keeps a state from coming back with a
+        // different (or no) message.
+        let place = m
+            .map(|text| {
+                PARSE_MESSAGES
+                    .iter()
+                    .position(|k| *k == text)
+                    .ok_or_else(|| ser::Error::custom("unlisted parse message"))
+            })
+            .transpose()?;
+        place.map(|i| i as u8).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'static str>, D::Error> {
+        let place = Option::<u8>::deserialize(d)?;
+        place
+            .map(|i| PARSE_MESSAGES.get(i as usize).copied().ok_or_else(|| de::Error::custom("unknown parse message")))
+            .transpose()
+    }
+}
+
 /// The parser's view after one packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PtmPacket {
     /// Offset in the captured buffer of the packet's first byte.
     pub index: u64,
@@ -156,7 +200,8 @@ pub struct PtmPacket {
     pub first_not_sync: bool,
     /// On a BadSequence packet: the message OpenCSD's packet processor logs
     /// (see [`super::display::write_parser_error`]).
-    pub error_message: Option<&'static str>,
+    #[serde(with = "saved_message")]
+    pub error_message: Option<StaticText>,
 
     // State carried from packet to packet.
     /// Instruction set after this packet.

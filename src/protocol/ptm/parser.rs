@@ -17,7 +17,10 @@
 //! Packet layouts: IHI 0035 (PFT) chapter 4.
 
 use super::config::PtmConfig;
-use super::packet::{ISyncReason, PtmPacket, PtmPacketType};
+use super::packet::{
+    ISyncReason, PtmPacket, PtmPacketType, MSG_BAD_ASYNC, MSG_BRANCH_SEQUENCE, MSG_SHORT_CONTEXT_ID,
+    MSG_SHORT_CYCLE_COUNT, MSG_SHORT_TIMESTAMP,
+};
 use crate::element::Isa;
 
 /// Most unsynchronised bytes listed in one NOTSYNC chunk.
@@ -27,7 +30,7 @@ const ASYNC_PAD_ZEROS: u32 = 11;
 /// Zeros an A-sync needs before its 0x80.
 const ASYNC_ZEROS: u32 = 5;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     WaitSync,
     Header,
@@ -35,7 +38,7 @@ enum State {
     SendPacket,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum Handler {
     Reserved,
     ASync,
@@ -60,7 +63,7 @@ enum AsyncScan {
 }
 
 /// Per-packet scratch state of multi-byte packets.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default)]
 struct Scratch {
     bytes_needed: usize,
     need_cc: bool,
@@ -80,10 +83,19 @@ struct Scratch {
 type ParseResult = Result<(), &'static str>;
 
 /// The PTM packet parser for one trace ID.
+///
+/// Its stream state serializes ([`PtmParser::save_state`]) so that parsing
+/// can resume exactly where it stopped; the header table and the settings
+/// taken from the configuration are rebuilt on load.
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct PtmParser {
+    #[serde(skip, default = "build_table")]
     table: [(PtmPacketType, Handler); 256],
+    #[serde(skip)]
     cycle_accurate: bool,
+    #[serde(skip)]
     ctxt_id_bytes: usize,
+    #[serde(skip)]
     ts_64bit: bool,
     state: State,
     handler: Handler,
@@ -132,9 +144,9 @@ impl PtmParser {
     pub fn new(cfg: &PtmConfig) -> PtmParser {
         let mut p = PtmParser {
             table: build_table(),
-            cycle_accurate: cfg.cycle_accurate(),
-            ctxt_id_bytes: cfg.context_id_bytes() as usize,
-            ts_64bit: cfg.timestamp_64bit(),
+            cycle_accurate: false,
+            ctxt_id_bytes: 0,
+            ts_64bit: false,
             state: State::WaitSync,
             handler: Handler::Reserved,
             buf: Vec::with_capacity(32),
@@ -149,8 +161,27 @@ impl PtmParser {
             bytes_in: 0,
             stopped: false,
         };
+        p.configure(cfg);
         p.reset();
         p
+    }
+
+    fn configure(&mut self, cfg: &PtmConfig) {
+        self.cycle_accurate = cfg.cycle_accurate();
+        self.ctxt_id_bytes = cfg.context_id_bytes() as usize;
+        self.ts_64bit = cfg.timestamp_64bit();
+    }
+
+    /// The stream state, for a later [`PtmParser::load_state`].
+    pub fn save_state(&self) -> Vec<u8> {
+        bincode::serialize(self).unwrap_or_default()
+    }
+
+    /// A parser for `cfg` continuing from a saved state.
+    pub fn load_state(cfg: &PtmConfig, state: &[u8]) -> Result<PtmParser, String> {
+        let mut p: PtmParser = bincode::deserialize(state).map_err(|e| format!("PTM parser state: {e}"))?;
+        p.configure(cfg);
+        Ok(p)
     }
 
     /// Forget all stream state, as at the start of a new capture.
@@ -429,7 +460,7 @@ impl PtmParser {
                 self.state = State::SendPacket;
                 Ok(())
             }
-            AsyncScan::NotAsync | AsyncScan::TooManyZeros => Err("Bad Async packet"),
+            AsyncScan::NotAsync | AsyncScan::TooManyZeros => Err(MSG_BAD_ASYNC),
             AsyncScan::Incomplete => Ok(()),
         }
     }
@@ -734,7 +765,7 @@ impl PtmParser {
                 done = if self.s.cc_bytes == 0 { b & 0x40 == 0 } else { b & 0x80 == 0 || self.s.cc_bytes == 4 };
                 self.s.cc_bytes += 1;
             } else {
-                return Err("sequencing error analysing branch packet");
+                return Err(MSG_BRANCH_SEQUENCE);
             }
         }
         if done {
@@ -767,7 +798,7 @@ impl PtmParser {
     fn extract_context_id(&self, idx: usize) -> Result<u32, &'static str> {
         let mut id = 0u32;
         for i in 0..self.s.ctxt_bytes {
-            let b = *self.buf.get(idx + i).ok_or("Insufficient packet bytes for Context ID value.")?;
+            let b = *self.buf.get(idx + i).ok_or(MSG_SHORT_CONTEXT_ID)?;
             id |= (b as u32) << (8 * i);
         }
         Ok(id)
@@ -780,7 +811,7 @@ impl PtmParser {
         let mut shift = 4;
         let mut i = 0;
         loop {
-            let b = *self.buf.get(offset + i).ok_or("Insufficient packet bytes for Cycle Count value.")?;
+            let b = *self.buf.get(offset + i).ok_or(MSG_SHORT_CYCLE_COUNT)?;
             let more;
             if i == 0 {
                 more = b & 0x40 != 0;
@@ -806,7 +837,7 @@ impl PtmParser {
         let mut idx = 1;
         let mut shift = 0;
         loop {
-            let mut b = *self.buf.get(idx).ok_or("Insufficient packet bytes for Timestamp value.")?;
+            let mut b = *self.buf.get(idx).ok_or(MSG_SHORT_TIMESTAMP)?;
             let more;
             if self.ts_64bit {
                 if idx < 9 {

@@ -2,6 +2,9 @@
 //! text as trc_pkt_lister 1.8.0 prints it, most lines taken from the PTM
 //! goldens), plus property tests on random and mutated input.
 
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -9,11 +12,14 @@ use proptest::prelude::*;
 use super::config::PtmConfig;
 use super::decoder::PtmDecoder;
 use super::display;
-use super::packet::{PtmPacket, PtmPacketType};
+use super::packet::{PtmPacket, PtmPacketType, PARSE_MESSAGES};
 use super::parser::PtmParser;
 use crate::element::{self, MemSpace};
+use crate::frame::{Deformatter, FrameMode};
 use crate::image::memory::MemoryImage;
+use crate::input::{BufferFormat, Snapshot};
 use crate::protocol::etm4::decoder::DecoderOutput;
+use crate::session::{BufferPlan, Event, RunOptions, Runner};
 
 /// ETMCR/ETMCCER/ETMIDR values of the fixtures' trace units.
 const CR_PLAIN: u32 = 0x0000_0000;
@@ -461,4 +467,246 @@ fn trigger_is_an_event_element_of_type_trigger() {
     let data = [&ASYNC[..], &ISYNC_1000, &[0x0c]].concat();
     let out = decode(&c, &data);
     assert!(out.iter().any(|l| l == "Idx:12; ID:10; OCSD_GEN_TRC_ELEM_EVENT( Trigger; )"), "{out:#?}");
+}
+
+// ---- resuming from a saved state ------------------------------------------
+
+/// A PTM capture of the OpenCSD fixtures, cut into the blocks the parsers get.
+struct Capture {
+    name: &'static str,
+    image: Arc<MemoryImage>,
+    cfgs: BTreeMap<u8, PtmConfig>,
+    /// (trace ID, buffer index, bytes) in push order.
+    blocks: Vec<(u8, u64, Vec<u8>)>,
+}
+
+fn ptm_captures() -> Vec<Capture> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd");
+    let mut found = Vec::new();
+    for name in ["TC2", "Snowball", "tc2-ptm-rstk-t32", "trace_cov_a15"] {
+        let Ok(snap) = Snapshot::open(&root.join(name)) else { continue };
+        let buffer = snap.default_buffer().unwrap().clone();
+        let mut image = MemoryImage::new();
+        for dev in snap.devices.iter().filter(|d| d.is_core()) {
+            image.add_device_dumps(&snap.dir, dev);
+        }
+        let mut cfgs = BTreeMap::new();
+        for dev in snap.sources_for_buffer(&buffer.name) {
+            let kind = dev.type_base().to_ascii_uppercase();
+            if kind.starts_with("PTM") || kind.starts_with("PFT") {
+                let core = snap.core_for_source(&dev.name).map(|c| c.type_name.clone());
+                let c = PtmConfig::from_registers(|r| dev.reg(r), core.as_deref()).unwrap();
+                cfgs.insert(c.trace_id(), c);
+            }
+        }
+        let data = std::fs::read(&buffer.path).unwrap();
+        let mut blocks = Vec::new();
+        if buffer.format == BufferFormat::SourceData {
+            let id = *cfgs.keys().next().unwrap();
+            blocks.extend(data.chunks(1024).enumerate().map(|(i, b)| (id, i as u64 * 1024, b.to_vec())));
+        } else {
+            let mut demux = Deformatter::new(FrameMode::MemAligned);
+            let mut sink = |id: u8, index: u64, bytes: &[u8]| {
+                if cfgs.contains_key(&id) {
+                    blocks.push((id, index, bytes.to_vec()));
+                }
+            };
+            let whole = FrameMode::MemAligned.lister_accepted_len(data.len() as u64) as usize;
+            demux.push(0, &data[..whole], &mut sink).unwrap();
+            demux.finish(&mut sink).unwrap();
+        }
+        found.push(Capture { name, image: Arc::new(image), cfgs, blocks });
+    }
+    found
+}
+
+/// Packets, elements and messages of a whole capture. At each offset in
+/// `cuts` (bytes pushed so far, all IDs together; ascending) a block is split
+/// in two pushes, and with `reload` every parser and decoder is swapped there
+/// for one loaded from its saved state.
+fn cut_listing(cap: &Capture, cuts: &[usize], reload: bool) -> String {
+    let mut chains: BTreeMap<u8, (PtmParser, PtmDecoder)> =
+        cap.cfgs.iter().map(|(&id, c)| (id, (PtmParser::new(c), PtmDecoder::new(c, cap.image.clone())))).collect();
+    let at_cut = |chains: &mut BTreeMap<u8, (PtmParser, PtmDecoder)>| {
+        if !reload {
+            return;
+        }
+        for (id, (p, d)) in chains.iter_mut() {
+            let c = &cap.cfgs[id];
+            *p = PtmParser::load_state(c, &p.save_state()).unwrap();
+            *d = PtmDecoder::load_state(c, cap.image.clone(), &d.save_state()).unwrap();
+        }
+    };
+    let mut out = String::new();
+    let mut cuts = cuts.iter().copied().peekable();
+    let mut at = 0usize;
+    for (id, index, bytes) in &cap.blocks {
+        let mut done = 0;
+        loop {
+            while cuts.next_if(|&c| c <= at + done).is_some() {
+                at_cut(&mut chains);
+            }
+            let end = cuts.peek().map_or(bytes.len(), |&c| (c - at).min(bytes.len()));
+            let (p, d) = chains.get_mut(id).unwrap();
+            p.push_until(index + done as u64, &bytes[done..end], &mut |k: &PtmPacket, r: &[u8]| {
+                display::write_parser_error(&mut out, *id, k);
+                packet_lines(&mut out, *id, k, r);
+                d.packet(k, &mut |o| listing_line(&mut out, o));
+                !d.is_fatal()
+            });
+            if d.is_fatal() {
+                return out;
+            }
+            done = end;
+            if done == bytes.len() {
+                break;
+            }
+        }
+        at += bytes.len();
+    }
+    if cuts.next().is_some() {
+        at_cut(&mut chains);
+    }
+    for (id, (p, d)) in chains.iter_mut() {
+        p.finish(&mut |k: &PtmPacket, r: &[u8]| {
+            packet_lines(&mut out, *id, k, r);
+            d.packet(k, &mut |o| listing_line(&mut out, o));
+        });
+        if !d.is_fatal() {
+            d.finish(&mut |o| listing_line(&mut out, o));
+        }
+    }
+    out
+}
+
+/// The lister's line plus every field, since the lister leaves some out
+/// (carried state such as timestamps and cycle totals among them).
+fn packet_lines(out: &mut String, id: u8, k: &PtmPacket, raw: &[u8]) {
+    display::write_opencsd_line(out, id, k, raw);
+    let _ = writeln!(out, "{k:?}");
+}
+
+fn listing_line(out: &mut String, o: DecoderOutput<'_>) {
+    match o {
+        DecoderOutput::Element(e) => {
+            element::write_opencsd_line(out, e);
+            let _ = writeln!(out, "{e:?}");
+        }
+        DecoderOutput::Message(m) => {
+            out.push_str(m);
+            out.push('\n');
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn resumed_raw_session_keeps_the_previous_block() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd/tc2-ptm-rstk-t32");
+    let Ok(snap) = Snapshot::open(&dir) else { return };
+    let plan = BufferPlan::new(&snap, snap.default_buffer().unwrap()).unwrap();
+    let opts = RunOptions { elements: true, ..RunOptions::default() };
+    // A block ending in what may begin an A-sync, then a shorter block that
+    // ends it: the NOTSYNC chunk reads bytes past the short block, where
+    // OpenCSD's buffer still holds the first block.
+    let mut first: Vec<u8> = (1..=40).collect();
+    first[38..].fill(0);
+    let second = [0x00, 0x42, 0x11];
+    let listing = |resume: bool| {
+        let mut out = String::new();
+        let mut on = |ev: Event<'_>| {
+            if let Event::Packet { source, stream_id, packet, raw } = ev {
+                packet.write_opencsd(&mut out, source, stream_id, raw);
+            }
+        };
+        let mut r = Runner::new(&plan, &opts);
+        r.feed(&first, &mut on);
+        if resume {
+            r = Runner::resume(&plan, &opts, &r.save_state().unwrap()).unwrap();
+        }
+        r.feed(&second, &mut on);
+        r.finish(&mut on);
+        out
+    };
+    let whole = listing(false);
+    assert!(whole.contains("[0x00 0x42 0x11 0x04 0x05 ]"), "{whole}");
+    assert_eq!(listing(true), whole);
+}
+
+#[test]
+fn packet_error_messages_survive_saved_states() {
+    // At rest the parser holds no message, so only a packet shows this path.
+    let mut k = PtmPacket::start_state();
+    for m in PARSE_MESSAGES {
+        k.error_message = Some(m);
+        let back: PtmPacket = bincode::deserialize(&bincode::serialize(&k).unwrap()).unwrap();
+        assert_eq!(back, k);
+    }
+    k.error_message = Some("a message the table does not list");
+    assert!(bincode::serialize(&k).is_err());
+}
+
+/// The first line where two listings differ, for a readable failure.
+fn first_difference(a: &str, b: &str) -> Option<(usize, String, String)> {
+    let (mut la, mut lb) = (a.lines(), b.lines());
+    for n in 0.. {
+        match (la.next(), lb.next()) {
+            (None, None) => return None,
+            (x, y) if x == y => {}
+            (x, y) => return Some((n, x.unwrap_or("<end>").to_string(), y.unwrap_or("<end>").to_string())),
+        }
+    }
+    None
+}
+
+#[test]
+fn saved_state_resumes_every_ptm_capture_exactly() {
+    let captures = ptm_captures();
+    if captures.is_empty() {
+        eprintln!("fixtures not found; skipped");
+        return;
+    }
+    assert_eq!(captures.len(), 4, "expected the four PTM captures");
+    for cap in &captures {
+        let total: usize = cap.blocks.iter().map(|b| b.2.len()).sum();
+        let whole = cut_listing(cap, &[], false);
+        assert!(whole.contains("INSTR_RANGE"), "{}: nothing decoded", cap.name);
+        // Between blocks, where an index resumes, reloads must not show at all.
+        let mut starts = vec![0usize];
+        for b in &cap.blocks {
+            starts.push(starts.last().unwrap() + b.2.len());
+        }
+        let diff = first_difference(&whole, &cut_listing(cap, &starts, true));
+        assert_eq!(diff, None, "{}: reloaded between blocks", cap.name);
+        // Inside a block, unsynchronised bytes are listed in chunks cut at
+        // each push, so there the same pushes without reloads are the
+        // reference: a reload after every byte, in every packet state.
+        let every: Vec<usize> = (0..=total).collect();
+        let diff = first_difference(&cut_listing(cap, &every, false), &cut_listing(cap, &every, true));
+        assert_eq!(diff, None, "{}: reloaded after every byte", cap.name);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    /// Random and damaged streams reach states the captures do not (bad
+    /// packets, ThumbEE, several NOTSYNC runs); a reload after any byte
+    /// changes nothing.
+    #[test]
+    fn saved_state_resumes_random_streams(body in proptest::collection::vec(any::<u8>(), 0..600),
+                                          lead in proptest::collection::vec(any::<u8>(), 0..40),
+                                          which in 0usize..4) {
+        let c = configs()[which].clone();
+        let data = [&lead[..], &ASYNC, &ISYNC_1000, &body, &ASYNC, &body].concat();
+        let every: Vec<usize> = (0..=data.len()).collect();
+        let cap = Capture {
+            name: "random",
+            image: program(),
+            cfgs: BTreeMap::from([(c.trace_id(), c.clone())]),
+            blocks: vec![(c.trace_id(), 0, data)],
+        };
+        let diff = first_difference(&cut_listing(&cap, &every, false), &cut_listing(&cap, &every, true));
+        prop_assert_eq!(diff, None);
+    }
 }
