@@ -96,3 +96,50 @@ fn bad_arguments_are_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("prog.c"), "{err}");
 }
+
+/// The bundled demo: a synthesized trace of a program whose ELF has DWARF.
+fn demo() -> (PathBuf, PathBuf) {
+    let snap = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/demo/snapshot");
+    (snap.clone(), snap.join("demo"))
+}
+
+#[test]
+fn jsonl_ranges_name_function_file_and_line() {
+    let (snap, elf) = demo();
+    let out = tracesight()
+        .arg("decode")
+        .arg(&snap)
+        .args(["--seek", "fn:main", "--count", "1", "--format", "jsonl", "--image"])
+        .arg(&elf)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(line.trim()).unwrap();
+    assert_eq!(v["type"], "instr_range");
+    assert_eq!(v["function"], "main");
+    assert_eq!(v["offset"], 0, "fn:main seeks to an entry of main");
+    assert!(v["file"].as_str().unwrap().ends_with("demo.c"), "{v}");
+    // addr2line agrees on the line of main's first instruction.
+    let start = v["start"].as_u64().unwrap();
+    let sym = tracesight().arg("symbolize").arg("--image").arg(&elf).arg(format!("{start:x}")).output().unwrap();
+    let text = String::from_utf8(sym.stdout).unwrap();
+    let want = format!(":{}", v["line"]);
+    assert!(text.lines().nth(2).is_some_and(|l| l.ends_with(&want) || l.contains(&format!("{want} "))), "{text} vs {v}");
+}
+
+#[test]
+fn info_lists_images_and_the_functions_the_trace_enters() {
+    let (snap, elf) = demo();
+    let out = tracesight().arg("info").arg(&snap).arg("--image").arg(&elf).args(["--functions", "0"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("source lines (DWARF)"), "{text}");
+    let entries = |name: &str| -> Option<u64> {
+        text.lines().find(|l| l.split_whitespace().nth(2) == Some(name))?.split_whitespace().next()?.parse().ok()
+    };
+    // main is entered once; the hash functions are called through a pointer
+    // for every word, so they are entered many times.
+    assert_eq!(entries("main"), Some(1), "{text}");
+    assert!(entries("hash_fnv").is_some_and(|n| n > 100), "{text}");
+}

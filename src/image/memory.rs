@@ -127,6 +127,13 @@ impl MemoryImage {
             .iter()
             .find(|r| r.space.overlaps(space) && r.start <= last && start <= r.start + (r.len - 1))
         {
+            // The same code from two sources (a snapshot's dump of a segment and
+            // the ELF it came from) is no conflict: keep the first mapping.
+            let new = file.bytes().get(offset as usize..(offset + len) as usize);
+            let old = r.file.bytes().get(r.offset + (start.wrapping_sub(r.start)) as usize..).and_then(|b| b.get(..len as usize));
+            if r.start <= start && last <= r.start + (r.len - 1) && new.is_some() && new == old {
+                return Ok(());
+            }
             return Err(format!(
                 "{}: range 0x{start:x}-0x{last:x} overlaps {} mapped at 0x{:x}-0x{:x}",
                 path.display(),
@@ -285,6 +292,14 @@ mod tests {
         // ...but not twice for the same one.
         assert!(m.add_file(&p, 0x2002, Some(4), 0, MemSpace::EL1N).is_err());
         assert!(m.add_file(&p, 0x3000, None, 10, MemSpace::ANY).is_err());
+        // Bytes identical to what is already mapped there (an ELF segment and
+        // the snapshot's dump of it) are accepted and not mapped twice.
+        let q = tmp_file("c.bin", &[9, 8, 9, 6, 9]);
+        let before = m.regions().len();
+        m.add_file(&q, 0x2002, Some(2), 1, MemSpace::EL1N).unwrap();
+        assert_eq!(m.regions().len(), before);
+        // Different bytes at the same place are still refused.
+        assert!(m.add_file(&q, 0x2001, Some(2), 1, MemSpace::EL1N).is_err());
         assert_eq!(parse_mem_space("el2"), Some(MemSpace::EL2));
         assert_eq!(parse_mem_space("bogus"), None);
     }
