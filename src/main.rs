@@ -833,7 +833,7 @@ fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
         t.instructions
     ));
     if f.len() == 1 && data.len() as u64 > iopts.interval {
-        o.push_str("  note: this buffer's decode state cannot be saved (PTM, or TPIU/DSTREAM framing): seeks decode from the start\n");
+        o.push_str("  note: this buffer's decode state cannot be saved (TPIU/DSTREAM framing): seeks decode from the start\n");
     }
     if let Some(s) = f.stop() {
         o.push_str(&format!("  decode stopped early: {s}\n"));

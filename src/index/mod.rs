@@ -17,8 +17,8 @@
 //! last 64 KiB, and a fingerprint of the decode options and program images.
 //! A stale, truncated, corrupt or foreign file is ignored and rebuilt.
 //!
-//! Sources whose state cannot be saved (PTM, TPIU and DSTREAM framing) get
-//! one checkpoint at offset 0: seeks then decode from the start.
+//! Buffers whose state cannot be saved (TPIU and DSTREAM framing) get one
+//! checkpoint at offset 0: seeks then decode from the start.
 
 pub mod format;
 
