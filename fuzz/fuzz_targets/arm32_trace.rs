@@ -63,58 +63,43 @@ fuzz_target!(|input: &[u8]| {
     let mut raw_total = 0usize;
     let mut line = String::new();
     let mut json = String::new();
-    if sel & 1 != 0 {
-        let cfg = PtmConfig::from_registers(reg, Some(core)).expect("every register is supplied");
-        let mut parser = PtmParser::new(&cfg);
-        let mut decoder = decode.then(|| PtmDecoder::new(&cfg, image.clone()));
-        let mut sink = |p: &PtmPacket, raw: &[u8]| {
-            raw_total += raw.len();
-            ptm::display::write_parser_error(&mut line, 0x10, p);
-            ptm::display::write_opencsd_line(&mut line, 0x10, p, raw);
-            json.clear();
-            ptm::display::write_json(&mut json, 0x10, p, raw);
-            check_lines(&mut line, &json);
-            if let Some(d) = decoder.as_mut() {
-                if !d.is_fatal() {
-                    d.packet(p, &mut |_| {});
+    // The two protocols differ only in their types and display module: one
+    // body, instantiated for each.
+    macro_rules! exercise {
+        ($config:ident, $parser:ident, $decoder:ident, $packet:ident, $display:ident) => {{
+            let cfg = $config::from_registers(reg, Some(core)).expect("every register is supplied");
+            let mut parser = $parser::new(&cfg);
+            let mut decoder = decode.then(|| $decoder::new(&cfg, image.clone()));
+            let mut sink = |p: &$packet, raw: &[u8]| {
+                raw_total += raw.len();
+                $display::display::write_parser_error(&mut line, 0x10, p);
+                $display::display::write_opencsd_line(&mut line, 0x10, p, raw);
+                json.clear();
+                $display::display::write_json(&mut json, 0x10, p, raw);
+                check_lines(&mut line, &json);
+                if let Some(d) = decoder.as_mut() {
+                    if !d.is_fatal() {
+                        d.packet(p, &mut |_| {});
+                    }
                 }
+            };
+            parser.push(0, &data[..cut], &mut sink);
+            parser.push(cut as u64, &data[cut..], &mut sink);
+            parser.finish(&mut sink);
+            assert_eq!(parser.bytes_in(), data.len() as u64);
+            if let Some(d) = decoder.as_mut() {
+                d.finish(&mut |_| {});
             }
-        };
-        parser.push(0, &data[..cut], &mut sink);
-        parser.push(cut as u64, &data[cut..], &mut sink);
-        parser.finish(&mut sink);
-        assert_eq!(parser.bytes_in(), data.len() as u64);
-        if let Some(d) = decoder.as_mut() {
-            d.finish(&mut |_| {});
-        }
+        }};
+    }
+    if sel & 1 != 0 {
+        exercise!(PtmConfig, PtmParser, PtmDecoder, PtmPacket, ptm);
         // OpenCSD relists the zeros of a failed A-sync candidate that began in
         // an earlier block (and reads past the block); the parser reproduces
         // that, so with a split every byte is listed at least once.
         assert!(raw_total >= data.len(), "packets account for {raw_total} of {} input bytes", data.len());
     } else {
-        let cfg = Etm3Config::from_registers(reg, Some(core)).expect("every register is supplied");
-        let mut parser = Etm3Parser::new(&cfg);
-        let mut decoder = decode.then(|| Etm3Decoder::new(&cfg, image.clone()));
-        let mut sink = |p: &Etm3Packet, raw: &[u8]| {
-            raw_total += raw.len();
-            etm3::display::write_parser_error(&mut line, 0x10, p);
-            etm3::display::write_opencsd_line(&mut line, 0x10, p, raw);
-            json.clear();
-            etm3::display::write_json(&mut json, 0x10, p, raw);
-            check_lines(&mut line, &json);
-            if let Some(d) = decoder.as_mut() {
-                if !d.is_fatal() {
-                    d.packet(p, &mut |_| {});
-                }
-            }
-        };
-        parser.push(0, &data[..cut], &mut sink);
-        parser.push(cut as u64, &data[cut..], &mut sink);
-        parser.finish(&mut sink);
-        assert_eq!(parser.bytes_in(), data.len() as u64);
-        if let Some(d) = decoder.as_mut() {
-            d.finish(&mut |_| {});
-        }
+        exercise!(Etm3Config, Etm3Parser, Etm3Decoder, Etm3Packet, etm3);
         assert_eq!(raw_total, data.len(), "packets account for {raw_total} of {} input bytes", data.len());
     }
 });
