@@ -94,6 +94,35 @@ proptest! {
     }
 }
 
+/// Found by `mutated_formatted_etm4` (seed 1): an exception whose return address
+/// walk fails resynchronises the decoder, and the commit count of that failed
+/// element used to survive the reset as -1, so the next Trace Info made the
+/// decoder resolve forever. Run on a thread so a regression fails, not hangs.
+#[test]
+fn failed_exception_commit_does_not_outlive_resync() {
+    if fixture("juno_r1_1").is_none() {
+        return;
+    }
+    let flips: [(usize, u8); 19] = [
+        (1730, 12), (6890, 4), (7497, 192), (9756, 232), (12201, 113), (13061, 225), (18905, 204),
+        (26049, 52), (36466, 210), (37725, 77), (41327, 159), (42146, 27), (42500, 176),
+        (47986, 165), (51634, 12), (54214, 20), (54405, 121), (55717, 244), (64884, 28),
+    ];
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let (plan, mut data) = fixture("juno_r1_1").unwrap();
+        assert_eq!(data.len(), 65536, "the flips were taken against this capture");
+        for (at, v) in flips {
+            data[at] = v;
+        }
+        let _ = tx.send(decode_all(&plan, &data));
+    });
+    let (elements, _) = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the decoder finishes a 64 KiB capture (it looped before the fix)");
+    assert!(elements > 100, "decoding goes on after the resync: {elements} elements");
+}
+
 #[test]
 fn queue_stays_bounded_on_address_floods() {
     // Millions of address packets with no atom to commit them: the decoder must

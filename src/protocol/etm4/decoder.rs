@@ -987,6 +987,7 @@ impl Etm4Decoder {
     /// Resolve commits, cancels, mispredicts and discards. Returns true when the
     /// current packet is done with.
     fn resolve<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
+        debug_assert!(self.res.commit >= 0 && self.res.cancel >= 0, "{:?}", self.res);
         loop {
             if !self.out.is_empty() {
                 self.send(sink);
@@ -1157,6 +1158,13 @@ impl Etm4Decoder {
                 // Exceptions and Q elements may have consumed the elements after them.
                 self.stack.pop_front();
             }
+        }
+        if self.state == State::NoSync {
+            // A resynchronisation inside the loop already cleared the speculation
+            // state; the element that failed must not leave a count behind, or the
+            // next sync would start by resolving a negative commit forever.
+            self.res.commit = 0;
+            return ok;
         }
         self.spec_depth -= requested - self.res.commit;
         ok
