@@ -6,6 +6,7 @@
 //! parsers under [`protocol`]. [`session`] wires the three together for one
 //! trace buffer.
 
+pub mod capture;
 pub mod element;
 pub mod frame;
 pub mod image;

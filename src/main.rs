@@ -652,14 +652,7 @@ fn with_progress<T>(total: u64, f: impl FnOnce(&std::sync::atomic::AtomicU64) ->
     })
 }
 
-fn parse_number(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => t.parse(),
-    }
-    .map_err(|_| format!("'{s}' is not a number"))
-}
+use tracesight::capture::parse_number;
 
 /// Open a buffer's index, building it (with progress on a terminal) when
 /// needed. The build reads the trace once: pages behind it are given back so
@@ -702,23 +695,11 @@ fn parse_seek(pos: &str, images: &[String]) -> Result<index::SeekTarget, String>
                 return Err(format!("--seek {pos}: finding a function needs its ELF file (--image)"));
             }
             let sym = symbols::Symbolizer::from_image_args(images).map_err(|e| e.to_string())?;
-            let table = sym.function_table();
-            let exact: Vec<&symbols::FunctionEntry> =
-                table.functions.iter().filter(|f| f.name == value || f.raw_name == value || f.aliases.iter().any(|a| a == value)).collect();
-            let chosen: Vec<&symbols::FunctionEntry> = if !exact.is_empty() {
-                exact
-            } else {
-                let hits = table.search(&symbols::SkimMatcher::new(), value);
-                match hits.first() {
-                    Some(h) => {
-                        let f = &table.functions[h.index];
-                        eprintln!("tracesight: no function is named '{value}'; using the best match, {}", f.name);
-                        vec![f]
-                    }
-                    None => return Err(format!("--seek {pos}: no function matches '{value}'")),
-                }
-            };
-            T::Entry(chosen.iter().flat_map(|f| f.ranges.iter().map(|r| r.start)).collect())
+            let (target, fuzzy) = tracesight::capture::function_entries(&sym, value).map_err(|e| format!("--seek {pos}: {e}"))?;
+            if let Some(name) = fuzzy {
+                eprintln!("tracesight: no function is named '{value}'; using the best match, {name}");
+            }
+            target
         }
         _ => {
             return Err(format!(
