@@ -447,6 +447,20 @@ impl<'p> Seeker<'p> {
     where
         F: FnMut(Numbered<'_>) -> bool,
     {
+        self.run_events_from(k, |number, ev| match ev {
+            Event::Element { source, element } => on(Numbered { number, source, element }),
+            _ => true,
+        })
+    }
+
+    /// Decode from checkpoint `k`, calling `on` with every event of the run
+    /// (speculation records, messages, ... as well as elements) until it
+    /// returns false or the trace ends. The number given is the element's for
+    /// an element, else the number the next element will have.
+    pub fn run_events_from<F>(&self, k: usize, mut on: F) -> Result<(), IndexError>
+    where
+        F: FnMut(u64, &Event<'_>) -> bool,
+    {
         let cp = self.index.checkpoint(k);
         let state = self.index.state(k).map_err(|error| IndexError::BadState { checkpoint: k, error })?;
         let mut r = if cp.offset == 0 && state.is_empty() {
@@ -460,10 +474,10 @@ impl<'p> Seeker<'p> {
         let mut pos = cp.offset as usize;
         let block = 64 * 1024;
         let mut handler = |ev: Event<'_>| {
-            if let Event::Element { source, element } = ev {
-                if more.get() {
-                    more.set(on(Numbered { number, source, element }));
-                }
+            if more.get() {
+                more.set(on(number, &ev));
+            }
+            if let Event::Element { .. } = ev {
                 number += 1;
             }
         };
@@ -483,6 +497,11 @@ impl<'p> Seeker<'p> {
             f.release(cp.offset as usize, pos);
         }
         Ok(())
+    }
+
+    /// The index the seeker reads.
+    pub fn index(&self) -> &IndexFile {
+        self.index
     }
 
     /// The number of the first element that meets `target`, if any.
