@@ -8,6 +8,7 @@
 
 pub mod capture;
 pub mod element;
+pub mod export;
 pub mod frame;
 pub mod image;
 pub mod index;
@@ -17,3 +18,4 @@ pub mod session;
 pub mod symbols;
 pub mod synth;
 pub mod textout;
+pub mod tui;

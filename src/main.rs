@@ -15,14 +15,29 @@ use tracesight::protocol::etm4::decoder::{DecoderOptions, SpecKind, SpecRecord};
 use tracesight::session::{run, BufferPlan, Event, RunOptions, SourceKind};
 
 #[derive(Parser)]
-#[command(name = "tracesight", version, about = "Decode and browse Arm CoreSight trace (ETE, ETMv4)")]
+#[command(
+    name = "tracesight",
+    version,
+    about = "Decode and browse Arm CoreSight trace (ETE, ETMv4, ETMv3, PTM)",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Capture to open (an OpenCSD snapshot directory). Without one, the bundled
-    /// demo capture is used. Until the viewer lands this prints the capture's
-    /// first 40 elements (through the index, built on first use).
+    /// Capture to open in the viewer (an OpenCSD snapshot directory). Without
+    /// one, the bundled demo capture is opened.
     path: Option<PathBuf>,
+    /// ELF file with code and symbols, at its own addresses or with its lowest
+    /// segment at @ADDRESS (hex) (repeatable). ELF files inside the snapshot
+    /// directory are used for symbols without this.
+    #[arg(long = "image", value_name = "ELF[@ADDRESS]")]
+    images: Vec<String>,
+    /// Trace buffer to open, by its name in trace.ini (default: the first).
+    #[arg(long)]
+    source: Option<String>,
+    /// Read dstream_coresight buffers as DSTREAM captures.
+    #[arg(long)]
+    dstream: bool,
 }
 
 #[derive(Subcommand)]
@@ -183,30 +198,21 @@ fn main() -> ExitCode {
         Some(Command::Synth(args)) => tracesight::synth::cli::run(args),
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
-            eprintln!(
-                "tracesight: the viewer is not built yet; the first 40 elements of {} follow \
-                 (`tracesight decode {}` lists them all, `--seek POS` starts anywhere)",
-                path.display(),
-                path.display()
-            );
-            decode(DecodeArgs {
-                path,
-                images: vec![],
-                packets: false,
-                elements_only: true,
-                src_addr_n: false,
-                aa64_opcode_check: false,
-                speculation: false,
-                instr_range_limit: 0,
-                ids: vec![],
-                source: None,
-                multi_session: false,
-                dstream: false,
-                format: Format::Opencsd,
-                output: None,
-                seek: Some("0".into()),
-                count: 40,
-            })
+            let copts = tracesight::capture::CaptureOptions {
+                images: cli.images,
+                source: cli.source,
+                dstream: cli.dstream,
+                decoder: DecoderOptions {
+                    instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
+                    aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
+                    ..DecoderOptions::default()
+                },
+                no_auto_images: false,
+            };
+            // Open once here so a bad path fails before the screen switches.
+            tracesight::capture::Capture::open(&path, &copts)
+                .and_then(|_| tracesight::tui::run(&path, &copts))
+                .map(|_| ExitCode::SUCCESS)
         }
     };
     match result {

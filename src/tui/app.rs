@@ -1,0 +1,930 @@
+//! The viewer's state and how actions change it. Nothing here decodes or
+//! touches the terminal: requests go to the worker threads and their answers
+//! come back as [`Response`]s, so the app can be driven headless in tests.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+
+use crate::export::{ExportFormat, ExportRequest};
+use crate::index::SeekTarget;
+use crate::symbols::{FuzzyMatcher, SkimMatcher};
+
+use super::model::{Entry, RowKind, View, PAGE};
+use super::sourceview::{DisasmLine, ExecutedRange, SourceView};
+use super::worker::{CaptureInfo, Dir, FindWhat, FunctionInfo, Indexed, Progress, Request, Response};
+
+/// Pages kept in memory (each holds [`PAGE`] elements).
+const PAGE_CACHE: usize = 64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Up,
+    Down,
+    PageUp,
+    PageDown,
+    Top,
+    Bottom,
+    /// Expand or collapse the selected range into its instructions.
+    Expand,
+    ToggleView,
+    ToggleDisasm,
+    Goto,
+    Search,
+    NextMatch,
+    PrevMatch,
+    NextException,
+    PrevException,
+    NextGap,
+    PrevGap,
+    NextSpec,
+    PrevSpec,
+    /// From a call to its return.
+    CallReturn,
+    /// Then a letter: set a mark.
+    SetMark,
+    /// Then a letter: jump to a mark.
+    JumpMark,
+    Back,
+    Forward,
+    /// Anchor (or drop) a selection at the cursor.
+    Anchor,
+    Export,
+    Help,
+    Quit,
+    ZoomIn,
+    ZoomOut,
+    PanLeft,
+    PanRight,
+    ZoomReset,
+    /// Scroll the list by lines (mouse wheel).
+    Scroll(i32),
+    /// Click at a terminal cell.
+    Click(u16, u16),
+    Input(char),
+    Backspace,
+    /// Tab inside a dialog.
+    NextField,
+    Submit,
+    Cancel,
+    Resize(u16, u16),
+}
+
+/// A line of the list: speculation record `sub < pre` of an element, the
+/// element itself, or one of its instructions when expanded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Pos {
+    pub number: u64,
+    pub sub: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Mode {
+    Normal,
+    Goto { input: String },
+    Search { input: String, hits: Vec<Hit>, selected: usize },
+    /// Waiting for the letter of a mark to set or jump to.
+    Mark { set: bool },
+    Export { format: ExportFormat, file: String, from: u64, to: u64 },
+    Help,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    pub function: usize,
+    pub positions: Vec<usize>,
+}
+
+/// What n / N repeat.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LastSearch {
+    pub what: FindWhat,
+    pub label: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Axis {
+    Timestamp,
+    Cycles,
+    Elements,
+}
+
+impl Axis {
+    pub fn name(self) -> &'static str {
+        match self {
+            Axis::Timestamp => "timestamp",
+            Axis::Cycles => "cycles",
+            Axis::Elements => "element",
+        }
+    }
+}
+
+pub struct Channels {
+    pub pager: Sender<Request>,
+    pub finder: Sender<Request>,
+    pub rx: Receiver<Response>,
+}
+
+pub struct App {
+    pub chans: Channels,
+    pub progress: Arc<Progress>,
+    pub info: Option<CaptureInfo>,
+    pub indexed: Option<Indexed>,
+    pub error: Option<String>,
+    pub view: View,
+    pub pages: HashMap<(View, u64), Arc<Vec<Entry>>>,
+    page_order: VecDeque<(View, u64)>,
+    pending: HashMap<(View, u64), ()>,
+    pub top: Pos,
+    pub cursor: Pos,
+    /// The expanded element and its instruction lines.
+    pub expanded: Option<(u64, Vec<DisasmLine>)>,
+    expand_wanted: Option<u64>,
+    pub show_disasm: bool,
+    pub source: Option<(SourceView, Vec<DisasmLine>)>,
+    source_asked: Option<u64>,
+    source_pending: bool,
+    pub mode: Mode,
+    pub marks: HashMap<char, u64>,
+    back: Vec<u64>,
+    forward: Vec<u64>,
+    pub anchor: Option<u64>,
+    pub last_search: Option<LastSearch>,
+    pub functions: Vec<FunctionInfo>,
+    /// The search in flight: generation and what it looks for.
+    pub finding: Option<(u64, String)>,
+    pub exporting: Option<PathBuf>,
+    pub message: String,
+    pub size: (u16, u16),
+    /// Timeline zoom: the visible part of the axis, as fractions of the whole.
+    pub zoom: (f64, f64),
+    pub quit: bool,
+}
+
+impl App {
+    pub fn new(chans: Channels, progress: Arc<Progress>, size: (u16, u16)) -> App {
+        App {
+            chans,
+            progress,
+            info: None,
+            indexed: None,
+            error: None,
+            view: View::Committed,
+            pages: HashMap::new(),
+            page_order: VecDeque::new(),
+            pending: HashMap::new(),
+            top: Pos { number: 0, sub: 0 },
+            cursor: Pos { number: 0, sub: 0 },
+            expanded: None,
+            expand_wanted: None,
+            show_disasm: false,
+            source: None,
+            source_asked: None,
+            source_pending: false,
+            mode: Mode::Normal,
+            marks: HashMap::new(),
+            back: Vec::new(),
+            forward: Vec::new(),
+            anchor: None,
+            last_search: None,
+            functions: Vec::new(),
+            finding: None,
+            exporting: None,
+            message: String::new(),
+            size,
+            zoom: (0.0, 1.0),
+            quit: false,
+        }
+    }
+
+    pub fn total(&self) -> Option<u64> {
+        self.indexed.as_ref().map(|i| i.elements)
+    }
+
+    pub fn layout(&self) -> super::draw::Areas {
+        super::draw::areas(ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1), self)
+    }
+
+    /// Rows of the list pane.
+    pub fn list_height(&self) -> usize {
+        (self.layout().list.height.saturating_sub(3) as usize).max(1)
+    }
+
+    // ---- pages --------------------------------------------------------------
+
+    pub fn entry(&self, number: u64) -> Option<&Entry> {
+        let page = self.pages.get(&(self.view, number / PAGE))?;
+        page.get((number % PAGE) as usize)
+    }
+
+    fn want_page(&mut self, page: u64) {
+        let key = (self.view, page);
+        if self.pages.contains_key(&key) || self.pending.contains_key(&key) {
+            return;
+        }
+        if let Some(total) = self.total() {
+            if page * PAGE >= total {
+                return;
+            }
+        } else {
+            return;
+        }
+        self.pending.insert(key, ());
+        let _ = self.chans.pager.send(Request::Page { view: self.view, page });
+    }
+
+    /// Ask for the pages the screen needs (and one either side).
+    pub fn request_visible(&mut self) {
+        let Some(total) = self.total() else { return };
+        if total == 0 {
+            return;
+        }
+        let h = self.list_height() as u64;
+        let first = self.top.number / PAGE;
+        let last = (self.top.number + h).min(total - 1) / PAGE;
+        for p in first.saturating_sub(1)..=last + 1 {
+            self.want_page(p);
+        }
+        self.want_page(self.cursor.number / PAGE);
+        self.ask_source();
+    }
+
+    /// Lines an element occupies in the list.
+    pub fn lines_of(&self, number: u64) -> u32 {
+        let pre = if self.view == View::Speculation { self.entry(number).map_or(0, |e| e.pre.len() as u32) } else { 0 };
+        let instrs = match &self.expanded {
+            Some((n, lines)) if *n == number => lines.len() as u32,
+            _ => 0,
+        };
+        pre + 1 + instrs
+    }
+
+    /// The sub-line of the element row itself.
+    pub fn elem_sub(&self, number: u64) -> u32 {
+        if self.view == View::Speculation {
+            self.entry(number).map_or(0, |e| e.pre.len() as u32)
+        } else {
+            0
+        }
+    }
+
+    pub fn next_pos(&self, p: Pos) -> Option<Pos> {
+        if p.sub + 1 < self.lines_of(p.number) {
+            return Some(Pos { number: p.number, sub: p.sub + 1 });
+        }
+        let total = self.total()?;
+        (p.number + 1 < total).then_some(Pos { number: p.number + 1, sub: 0 })
+    }
+
+    pub fn prev_pos(&self, p: Pos) -> Option<Pos> {
+        if p.sub > 0 {
+            return Some(Pos { number: p.number, sub: p.sub - 1 });
+        }
+        if p.number == 0 {
+            return None;
+        }
+        let n = p.number - 1;
+        Some(Pos { number: n, sub: self.lines_of(n) - 1 })
+    }
+
+    /// The positions of the visible lines, from the top.
+    pub fn visible(&self) -> Vec<Pos> {
+        let h = self.list_height();
+        let mut out = Vec::with_capacity(h);
+        let mut p = Some(self.top);
+        while let Some(q) = p {
+            if out.len() >= h || self.total().is_none_or(|t| q.number >= t) {
+                break;
+            }
+            out.push(q);
+            p = self.next_pos(q);
+        }
+        out
+    }
+
+    fn keep_cursor_visible(&mut self) {
+        if self.cursor < self.top {
+            self.top = self.cursor;
+            return;
+        }
+        let h = self.list_height();
+        let vis = self.visible();
+        if vis.len() >= h && vis.last().is_some_and(|l| self.cursor > *l) {
+            // Put the cursor on the last line.
+            let mut t = self.cursor;
+            for _ in 1..h {
+                match self.prev_pos(t) {
+                    Some(p) => t = p,
+                    None => break,
+                }
+            }
+            self.top = t;
+        }
+    }
+
+    /// Put the cursor on element `n` (its element line), near the top third.
+    pub fn jump_to(&mut self, n: u64, record: bool) {
+        let Some(total) = self.total() else { return };
+        if total == 0 {
+            return;
+        }
+        let n = n.min(total - 1);
+        if record && n != self.cursor.number {
+            self.back.push(self.cursor.number);
+            self.forward.clear();
+        }
+        self.cursor = Pos { number: n, sub: self.elem_sub(n) };
+        let third = (self.list_height() / 3) as u64;
+        self.top = Pos { number: n.saturating_sub(third), sub: 0 };
+        self.request_visible();
+    }
+
+    fn move_by(&mut self, lines: i64) {
+        for _ in 0..lines.unsigned_abs() {
+            let next = if lines > 0 { self.next_pos(self.cursor) } else { self.prev_pos(self.cursor) };
+            match next {
+                Some(p) => self.cursor = p,
+                None => break,
+            }
+        }
+        self.keep_cursor_visible();
+        self.request_visible();
+    }
+
+    fn scroll_by(&mut self, lines: i32) {
+        for _ in 0..lines.unsigned_abs() {
+            let next = if lines > 0 { self.next_pos(self.top) } else { self.prev_pos(self.top) };
+            match next {
+                Some(p) => self.top = p,
+                None => break,
+            }
+        }
+        let vis = self.visible();
+        if let (Some(f), Some(l)) = (vis.first(), vis.last()) {
+            self.cursor = self.cursor.clamp(*f, *l);
+        }
+        self.request_visible();
+    }
+
+    // ---- source -------------------------------------------------------------
+
+    /// The address the source pane follows: the selected instruction of an
+    /// expanded range, else the element's address.
+    pub fn cursor_addr(&self) -> Option<u64> {
+        let e = self.entry(self.cursor.number)?;
+        if let Some((n, lines)) = &self.expanded {
+            let base = self.elem_sub(*n);
+            if *n == self.cursor.number && self.cursor.sub > base {
+                return lines.get((self.cursor.sub - base - 1) as usize).map(|l| l.addr);
+            }
+        }
+        e.row.addr
+    }
+
+    fn ask_source(&mut self) {
+        if self.source_pending {
+            return;
+        }
+        let Some(addr) = self.cursor_addr() else { return };
+        if self.source_asked == Some(addr) {
+            return;
+        }
+        let window: Vec<ExecutedRange> = self
+            .visible()
+            .iter()
+            .filter_map(|p| self.entry(p.number))
+            .filter(|e| e.row.kind == RowKind::Range)
+            .filter_map(|e| Some(ExecutedRange { start: e.row.addr?, end: e.row.end?, isa: e.row.isa }))
+            .collect();
+        let disasm = self.entry(self.cursor.number).and_then(|e| {
+            Some(ExecutedRange { start: e.row.addr?, end: e.row.end.filter(|_| e.row.kind == RowKind::Range)?, isa: e.row.isa })
+        });
+        self.source_asked = Some(addr);
+        self.source_pending = true;
+        let _ = self.chans.pager.send(Request::Source { addr, window, disasm });
+    }
+
+    // ---- searches -----------------------------------------------------------
+
+    fn start_find(&mut self, from: u64, dir: Dir, what: FindWhat, label: String) {
+        let generation = self.progress.find_generation.fetch_add(1, Ordering::Relaxed) + 1;
+        self.finding = Some((generation, label.clone()));
+        self.progress.request_waiting.store(true, Ordering::Relaxed);
+        let _ = self.chans.finder.send(Request::Find { generation, from, dir, what, label });
+    }
+
+    fn find_rel(&mut self, dir: Dir, what: FindWhat, label: &str) {
+        let from = self.cursor.number;
+        self.start_find(from, dir, what, label.to_string());
+    }
+
+    fn repeat_search(&mut self, dir: Dir) {
+        match self.last_search.clone() {
+            Some(s) => {
+                let what = match s.what {
+                    FindWhat::Target(SeekTarget::Entry(a)) => FindWhat::Entry(a),
+                    FindWhat::Target(SeekTarget::Address(a)) => FindWhat::Address(a),
+                    w => w,
+                };
+                self.find_rel(dir, what, &s.label)
+            }
+            None => self.message = "no search yet: / searches functions, g goes to an address".into(),
+        }
+    }
+
+    pub fn search_hits(&self, pattern: &str) -> Vec<Hit> {
+        let m = SkimMatcher::new();
+        let mut hits: Vec<(i64, Hit)> = self
+            .functions
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| {
+                if pattern.is_empty() {
+                    return Some((0, Hit { function: i, positions: Vec::new() }));
+                }
+                let fm = m.fuzzy_match(&f.name, pattern)?;
+                Some((fm.score, Hit { function: i, positions: fm.positions }))
+            })
+            .collect();
+        // Best match first; among equals, the most entered.
+        hits.sort_by(|a, b| {
+            b.0.cmp(&a.0)
+                .then_with(|| self.functions[b.1.function].count.cmp(&self.functions[a.1.function].count))
+                .then_with(|| self.functions[a.1.function].name.cmp(&self.functions[b.1.function].name))
+        });
+        hits.into_iter().take(200).map(|(_, h)| h).collect()
+    }
+
+    fn parse_goto(&self, input: &str) -> Result<(FindWhat, String), String> {
+        let s = input.trim();
+        let (kind, value) = s.split_once(':').unwrap_or(("", s));
+        let num = || crate::capture::parse_number(value);
+        let t = match kind {
+            "" => return Ok((FindWhat::Target(SeekTarget::Element(num()?)), format!("element {value}"))),
+            "instr" => SeekTarget::Instruction(num()?),
+            "ts" => SeekTarget::Timestamp(num()?),
+            "cc" => SeekTarget::Cycles(num()?),
+            "off" => SeekTarget::Offset(num()?),
+            "addr" => SeekTarget::Address(crate::symbols::parse_address(value)?),
+            "fn" => {
+                let f = self
+                    .functions
+                    .iter()
+                    .find(|f| f.name == value)
+                    .or_else(|| self.search_hits(value).first().map(|h| &self.functions[h.function]))
+                    .ok_or_else(|| format!("no function matches '{value}'"))?;
+                return Ok((FindWhat::Target(SeekTarget::Entry(f.entries.clone())), f.name.clone()));
+            }
+            _ => return Err(format!("'{s}': expected N, instr:N, ts:N, cc:N, off:N, addr:HEX or fn:NAME")),
+        };
+        Ok((FindWhat::Target(t), s.to_string()))
+    }
+
+    // ---- selection and export ----------------------------------------------
+
+    /// The selected element range `[from, to)`: anchor to cursor, else marks a
+    /// and b.
+    pub fn selection(&self) -> Option<(u64, u64)> {
+        if let Some(a) = self.anchor {
+            let c = self.cursor.number;
+            return Some((a.min(c), a.max(c) + 1));
+        }
+        let (a, b) = (*self.marks.get(&'a')?, *self.marks.get(&'b')?);
+        Some((a.min(b), a.max(b) + 1))
+    }
+
+    fn open_export(&mut self) {
+        let Some((from, to)) = self.selection() else {
+            self.message = "select first: v anchors a selection (or set marks a and b)".into();
+            return;
+        };
+        let format = ExportFormat::Opencsd;
+        self.mode = Mode::Export { format, file: default_export_name(from, to, format), from, to };
+    }
+
+    // ---- responses ----------------------------------------------------------
+
+    /// Take what the workers answered. Returns true when something changed.
+    pub fn pump(&mut self) -> bool {
+        let mut changed = false;
+        while let Ok(r) = self.chans.rx.try_recv() {
+            self.on_response(r);
+            changed = true;
+        }
+        changed
+    }
+
+    pub fn on_response(&mut self, r: Response) {
+        match r {
+            Response::Opened(info) => self.info = Some(info),
+            Response::Indexed(ix) => {
+                self.indexed = Some(ix);
+                self.request_visible();
+            }
+            Response::Page { view, page, entries } => {
+                self.pending.remove(&(view, page));
+                self.pages.insert((view, page), Arc::new(entries));
+                self.page_order.push_back((view, page));
+                while self.page_order.len() > PAGE_CACHE {
+                    if let Some(old) = self.page_order.pop_front() {
+                        self.pages.remove(&old);
+                    }
+                }
+                if self.cursor.number / PAGE == page && view == self.view {
+                    let sub = self.elem_sub(self.cursor.number);
+                    if self.cursor.sub < sub && self.top.number < self.cursor.number {
+                        self.cursor.sub = sub;
+                    }
+                    self.ask_expand();
+                }
+                self.ask_source();
+            }
+            Response::Source(view, lines) => {
+                self.source_pending = false;
+                self.source = Some((view, lines));
+                self.ask_source();
+            }
+            Response::Expanded { number, lines } => {
+                if self.expand_wanted == Some(number) {
+                    self.expanded = Some((number, lines));
+                    self.expand_wanted = None;
+                }
+            }
+            Response::Found { generation, result, label } => {
+                if self.finding.as_ref().is_some_and(|f| f.0 == generation) {
+                    self.finding = None;
+                    match result {
+                        Some(n) => {
+                            self.message = format!("{label}: element {n}");
+                            self.jump_to(n, true);
+                        }
+                        None => self.message = format!("{label}: not found"),
+                    }
+                }
+            }
+            Response::Functions(f) => {
+                self.functions = f;
+                if let Mode::Search { input, .. } = &self.mode {
+                    let input = input.clone();
+                    let hits = self.search_hits(&input);
+                    if let Mode::Search { hits: h, selected, .. } = &mut self.mode {
+                        *h = hits;
+                        *selected = 0;
+                    }
+                }
+            }
+            Response::Exported(r) => {
+                self.exporting = None;
+                self.message = match r {
+                    Ok(s) => format!("exported {} elements to {}", s.elements, s.path.display()),
+                    Err(e) => format!("export failed: {e}"),
+                };
+            }
+            Response::Error(e) => {
+                self.message = e.clone();
+                if self.indexed.is_none() {
+                    self.error = Some(e);
+                }
+            }
+        }
+    }
+
+    fn ask_expand(&mut self) {
+        if let Some(n) = self.expand_wanted {
+            if let Some(e) = self.entry(n) {
+                if let (Some(start), Some(end)) = (e.row.addr, e.row.end) {
+                    let range = ExecutedRange { start, end, isa: e.row.isa };
+                    let _ = self.chans.pager.send(Request::Expand { number: n, range });
+                }
+            }
+        }
+    }
+
+    // ---- actions ------------------------------------------------------------
+
+    pub fn update(&mut self, a: Action) {
+        if let Action::Resize(w, h) = a {
+            self.size = (w, h);
+            self.keep_cursor_visible();
+            self.request_visible();
+            return;
+        }
+        match self.mode.clone() {
+            Mode::Normal => self.update_normal(a),
+            Mode::Help => {
+                if matches!(a, Action::Cancel | Action::Help | Action::Quit | Action::Submit) {
+                    self.mode = Mode::Normal;
+                }
+            }
+            Mode::Mark { set } => {
+                if let Action::Input(c) = a {
+                    if c.is_ascii_alphanumeric() {
+                        if set {
+                            self.marks.insert(c, self.cursor.number);
+                            self.message = format!("mark {c} at element {}", self.cursor.number);
+                        } else if let Some(&n) = self.marks.get(&c) {
+                            self.jump_to(n, true);
+                        } else {
+                            self.message = format!("no mark {c}");
+                        }
+                    }
+                }
+                self.mode = Mode::Normal;
+            }
+            Mode::Goto { mut input } => match a {
+                Action::Input(c) => {
+                    input.push(c);
+                    self.mode = Mode::Goto { input };
+                }
+                Action::Backspace => {
+                    input.pop();
+                    self.mode = Mode::Goto { input };
+                }
+                Action::Cancel => self.mode = Mode::Normal,
+                Action::Submit => {
+                    self.mode = Mode::Normal;
+                    match self.parse_goto(&input) {
+                        Ok((FindWhat::Target(SeekTarget::Element(n)), _)) => self.jump_to(n, true),
+                        Ok((what, label)) => {
+                            self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
+                            self.start_find(0, Dir::Forward, what, label);
+                        }
+                        Err(e) => self.message = e,
+                    }
+                }
+                _ => {}
+            },
+            Mode::Search { mut input, selected, hits } => match a {
+                Action::Input(c) => {
+                    input.push(c);
+                    let hits = self.search_hits(&input);
+                    self.mode = Mode::Search { input, hits, selected: 0 };
+                }
+                Action::Backspace => {
+                    input.pop();
+                    let hits = self.search_hits(&input);
+                    self.mode = Mode::Search { input, hits, selected: 0 };
+                }
+                Action::Down | Action::NextField => {
+                    let s = (selected + 1).min(hits.len().saturating_sub(1));
+                    self.mode = Mode::Search { input, hits, selected: s };
+                }
+                Action::Up => {
+                    let s = selected.saturating_sub(1);
+                    self.mode = Mode::Search { input, hits, selected: s };
+                }
+                Action::Cancel => self.mode = Mode::Normal,
+                Action::Submit => {
+                    self.mode = Mode::Normal;
+                    if let Some(h) = hits.get(selected) {
+                        let f = &self.functions[h.function];
+                        let what = FindWhat::Target(SeekTarget::Entry(f.entries.clone()));
+                        let label = f.name.clone();
+                        self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
+                        self.start_find(0, Dir::Forward, what, label);
+                    } else {
+                        self.message = "no function matches".into();
+                    }
+                }
+                _ => {}
+            },
+            Mode::Export { format, mut file, from, to } => match a {
+                Action::Input(c) => {
+                    file.push(c);
+                    self.mode = Mode::Export { format, file, from, to };
+                }
+                Action::Backspace => {
+                    file.pop();
+                    self.mode = Mode::Export { format, file, from, to };
+                }
+                Action::NextField => {
+                    let next = match format {
+                        ExportFormat::Opencsd => ExportFormat::Jsonl,
+                        ExportFormat::Jsonl => ExportFormat::Csv,
+                        ExportFormat::Csv => ExportFormat::Perfetto,
+                        ExportFormat::Perfetto => ExportFormat::Opencsd,
+                    };
+                    // Keep a name the user typed; follow the format otherwise.
+                    if file == default_export_name(from, to, format) {
+                        file = default_export_name(from, to, next);
+                    }
+                    self.mode = Mode::Export { format: next, file, from, to };
+                }
+                Action::Cancel => self.mode = Mode::Normal,
+                Action::Submit => {
+                    self.mode = Mode::Normal;
+                    let path = PathBuf::from(file.trim());
+                    self.exporting = Some(path.clone());
+                    self.message = format!("exporting {} elements to {}", to - from, path.display());
+                    self.progress.request_waiting.store(true, Ordering::Relaxed);
+                    let _ = self.chans.finder.send(Request::Export { request: ExportRequest { from, to, format, path } });
+                }
+                _ => {}
+            },
+        }
+    }
+
+    fn update_normal(&mut self, a: Action) {
+        let h = self.list_height() as i64;
+        match a {
+            Action::Quit => self.quit = true,
+            Action::Cancel => {
+                if self.exporting.is_some() {
+                    self.progress.export_cancel.store(true, Ordering::Relaxed);
+                    self.message = "cancelling the export".into();
+                } else if self.finding.take().is_some() {
+                    self.progress.find_generation.fetch_add(1, Ordering::Relaxed);
+                    self.message = "search cancelled".into();
+                } else {
+                    self.anchor = None;
+                }
+            }
+            Action::Down => self.move_by(1),
+            Action::Up => self.move_by(-1),
+            Action::PageDown => self.move_by(h - 1),
+            Action::PageUp => self.move_by(-(h - 1)),
+            Action::Top => self.jump_to(0, true),
+            Action::Bottom => {
+                if let Some(t) = self.total() {
+                    self.jump_to(t.saturating_sub(1), true)
+                }
+            }
+            Action::Scroll(n) => self.scroll_by(n),
+            Action::Expand => {
+                let n = self.cursor.number;
+                if self.expanded.as_ref().is_some_and(|e| e.0 == n) || self.expand_wanted == Some(n) {
+                    self.expanded = None;
+                    self.expand_wanted = None;
+                    self.cursor.sub = self.elem_sub(n);
+                } else if self.entry(n).is_some_and(|e| e.row.kind == RowKind::Range) {
+                    self.expanded = None;
+                    self.expand_wanted = Some(n);
+                    self.ask_expand();
+                } else {
+                    self.message = "only instruction ranges expand".into();
+                }
+            }
+            Action::ToggleView => {
+                self.view = match self.view {
+                    View::Committed => View::Speculation,
+                    View::Speculation => View::Committed,
+                };
+                let n = self.cursor.number;
+                self.cursor = Pos { number: n, sub: self.elem_sub(n) };
+                self.top.sub = 0;
+                self.keep_cursor_visible();
+                self.request_visible();
+                self.message = match self.view {
+                    View::Committed => "committed view".into(),
+                    View::Speculation => "speculation view: canceled, corrected, discarded and lost elements shown".into(),
+                };
+            }
+            Action::ToggleDisasm => self.show_disasm = !self.show_disasm,
+            Action::Goto => self.mode = Mode::Goto { input: String::new() },
+            Action::Search => {
+                let hits = self.search_hits("");
+                self.mode = Mode::Search { input: String::new(), hits, selected: 0 };
+            }
+            Action::NextMatch => self.repeat_search(Dir::Forward),
+            Action::PrevMatch => self.repeat_search(Dir::Backward),
+            Action::NextException => self.find_rel(Dir::Forward, FindWhat::Exception, "next exception"),
+            Action::PrevException => self.find_rel(Dir::Backward, FindWhat::Exception, "previous exception"),
+            Action::NextGap => self.find_rel(Dir::Forward, FindWhat::Gap, "next gap"),
+            Action::PrevGap => self.find_rel(Dir::Backward, FindWhat::Gap, "previous gap"),
+            Action::NextSpec => self.find_rel(Dir::Forward, FindWhat::Speculation, "next speculation event"),
+            Action::PrevSpec => self.find_rel(Dir::Backward, FindWhat::Speculation, "previous speculation event"),
+            Action::CallReturn => match self.entry(self.cursor.number).map(|e| (e.row.call_return, e.row.trace_id)) {
+                Some((Some(addr), trace_id)) => self.find_rel(Dir::Forward, FindWhat::Return { trace_id, addr }, "return"),
+                _ => self.message = "not a call: % works on a range that ends in a call".into(),
+            },
+            Action::SetMark => self.mode = Mode::Mark { set: true },
+            Action::JumpMark => self.mode = Mode::Mark { set: false },
+            Action::Back => {
+                if let Some(n) = self.back.pop() {
+                    self.forward.push(self.cursor.number);
+                    self.jump_to(n, false);
+                }
+            }
+            Action::Forward => {
+                if let Some(n) = self.forward.pop() {
+                    self.back.push(self.cursor.number);
+                    self.jump_to(n, false);
+                }
+            }
+            Action::Anchor => {
+                self.anchor = match self.anchor {
+                    Some(_) => None,
+                    None => Some(self.cursor.number),
+                };
+            }
+            Action::Export => self.open_export(),
+            Action::Help => self.mode = Mode::Help,
+            Action::ZoomIn | Action::ZoomOut => {
+                let (lo, hi) = self.zoom;
+                let centre = self.cursor_fraction().unwrap_or((lo + hi) / 2.0);
+                let w = if a == Action::ZoomIn { (hi - lo) / 2.0 } else { ((hi - lo) * 2.0).min(1.0) };
+                let w = w.max(1e-9);
+                let lo = (centre - w / 2.0).clamp(0.0, 1.0 - w);
+                self.zoom = (lo, lo + w);
+            }
+            Action::PanLeft | Action::PanRight => {
+                let (lo, hi) = self.zoom;
+                let step = (hi - lo) / 4.0;
+                let d = if a == Action::PanLeft { -step } else { step };
+                let lo = (lo + d).clamp(0.0, 1.0 - (hi - lo));
+                self.zoom = (lo, lo + (hi - lo));
+            }
+            Action::ZoomReset => self.zoom = (0.0, 1.0),
+            Action::Click(x, y) => self.click(x, y),
+            Action::Submit => {
+                // Enter on the list expands, as `e` does in other viewers.
+                self.update_normal(Action::Expand);
+            }
+            Action::Input(_) | Action::Backspace | Action::NextField | Action::Resize(..) => {}
+        }
+    }
+
+    fn click(&mut self, x: u16, y: u16) {
+        let areas = self.layout();
+        let inside = |r: ratatui::layout::Rect| x >= r.x && x < r.x + r.width && y >= r.y && y < r.y + r.height;
+        if inside(areas.timeline) {
+            let inner_x = areas.timeline.x + 1;
+            let width = areas.timeline.width.saturating_sub(2).max(1);
+            let f = (x.saturating_sub(inner_x) as f64 + 0.5) / width as f64;
+            let (lo, hi) = self.zoom;
+            self.timeline_jump(lo + f * (hi - lo));
+        } else if inside(areas.list) {
+            let row = y.saturating_sub(areas.list.y + 2) as usize;
+            if let Some(p) = self.visible().get(row) {
+                self.cursor = *p;
+                self.request_visible();
+            }
+        }
+    }
+
+    /// The axis the timeline uses.
+    pub fn axis(&self) -> Axis {
+        match &self.indexed {
+            Some(ix) if ix.segments.iter().any(|s| s.ts.is_some()) => Axis::Timestamp,
+            Some(ix) if ix.segments.iter().any(|s| s.cc.is_some()) => Axis::Cycles,
+            _ => Axis::Elements,
+        }
+    }
+
+    /// The axis range of the whole capture.
+    pub fn axis_range(&self) -> Option<(u64, u64)> {
+        let ix = self.indexed.as_ref()?;
+        let pick = |s: &super::worker::Segment| match self.axis() {
+            Axis::Timestamp => s.ts,
+            Axis::Cycles => s.cc,
+            Axis::Elements => Some((s.elements_before, s.elements_before + s.elements)),
+        };
+        let lo = ix.segments.iter().filter_map(pick).map(|r| r.0).min()?;
+        let hi = ix.segments.iter().filter_map(pick).map(|r| r.1).max()?;
+        Some((lo, hi.max(lo + 1)))
+    }
+
+    /// Where element `n` sits on the axis, as a fraction of the whole
+    /// (interpolated inside its index segment).
+    pub fn fraction_of(&self, n: u64) -> Option<f64> {
+        let ix = self.indexed.as_ref()?;
+        let (lo, hi) = self.axis_range()?;
+        let k = ix.segments.partition_point(|s| s.elements_before <= n).saturating_sub(1);
+        let s = ix.segments.get(k)?;
+        let within = if s.elements == 0 { 0.0 } else { (n - s.elements_before) as f64 / s.elements as f64 };
+        let (a, b) = match self.axis() {
+            Axis::Timestamp => s.ts?,
+            Axis::Cycles => s.cc?,
+            Axis::Elements => (s.elements_before, s.elements_before + s.elements),
+        };
+        let v = a as f64 + within * (b - a) as f64;
+        Some(((v - lo as f64) / (hi - lo) as f64).clamp(0.0, 1.0))
+    }
+
+    fn cursor_fraction(&self) -> Option<f64> {
+        self.fraction_of(self.cursor.number)
+    }
+
+    /// Jump to the element at a fraction of the axis.
+    pub fn timeline_jump(&mut self, f: f64) {
+        let Some((lo, hi)) = self.axis_range() else { return };
+        let v = lo + ((hi - lo) as f64 * f.clamp(0.0, 1.0)) as u64;
+        match self.axis() {
+            Axis::Elements => self.jump_to(v, true),
+            Axis::Timestamp => self.start_find(0, Dir::Forward, FindWhat::Target(SeekTarget::Timestamp(v)), format!("timestamp {v}")),
+            Axis::Cycles => self.start_find(0, Dir::Forward, FindWhat::Target(SeekTarget::Cycles(v)), format!("cycle {v}")),
+        }
+    }
+}
+
+pub fn default_export_name(from: u64, to: u64, format: ExportFormat) -> String {
+    let ext = match format {
+        ExportFormat::Opencsd => "txt",
+        ExportFormat::Jsonl => "jsonl",
+        ExportFormat::Csv => "csv",
+        ExportFormat::Perfetto => "json",
+    };
+    format!("tracesight-{from}-{to}.{ext}")
+}

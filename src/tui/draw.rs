@@ -1,0 +1,602 @@
+//! Drawing: a pure function of the app state. It reads only what the
+//! workers already delivered; rows not yet decoded show as placeholders.
+
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use ratatui::Frame;
+
+use super::app::{App, Axis, Mode, Pos};
+use super::model::{RowKind, RowState, View};
+use super::sourceview::SourceStatus;
+
+/// Where each pane goes for a terminal size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Areas {
+    pub timeline: Rect,
+    pub list: Rect,
+    pub source: Rect,
+    pub status: Rect,
+}
+
+pub fn areas(area: Rect, app: &App) -> Areas {
+    let lanes = app.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, 3)) as u16;
+    let tl_h = (lanes + 4).min(area.height / 3).max(3);
+    let rows = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([Constraint::Length(tl_h), Constraint::Min(3), Constraint::Length(1)])
+        .split(area);
+    let body = rows[1];
+    let (list, source) = if body.width >= 120 {
+        let c = Layout::default()
+            .direction(Direction::Horizontal)
+            .constraints([Constraint::Percentage(62), Constraint::Percentage(38)])
+            .split(body);
+        (c[0], c[1])
+    } else {
+        let src_h = (body.height / 3).max(4).min(body.height.saturating_sub(4));
+        let c = Layout::default()
+            .direction(Direction::Vertical)
+            .constraints([Constraint::Min(4), Constraint::Length(src_h)])
+            .split(body);
+        (c[0], c[1])
+    };
+    Areas { timeline: rows[0], list, source, status: rows[2] }
+}
+
+/// Colors, or none at all when NO_COLOR is set: every state also has a text
+/// tag, so nothing depends on color alone.
+#[derive(Clone, Copy, Debug)]
+pub struct Palette {
+    pub color: bool,
+}
+
+impl Palette {
+    pub fn from_env() -> Palette {
+        Palette { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) }
+    }
+
+    fn fg(&self, c: Color) -> Style {
+        if self.color {
+            Style::default().fg(c)
+        } else {
+            Style::default()
+        }
+    }
+
+    /// The named ANSI colors follow the terminal's own theme, so they read on
+    /// dark and light backgrounds alike.
+    pub fn state(&self, s: RowState) -> Style {
+        match s {
+            RowState::Plain => Style::default(),
+            RowState::Committed => self.fg(Color::Green),
+            RowState::Speculative => self.fg(Color::Yellow).add_modifier(Modifier::ITALIC),
+            RowState::Canceled => self.fg(Color::Red).add_modifier(Modifier::CROSSED_OUT),
+            RowState::Corrected => self.fg(Color::Magenta),
+            RowState::Discarded => self.fg(Color::Blue).add_modifier(Modifier::DIM),
+            RowState::Lost => self.fg(Color::Red).add_modifier(Modifier::BOLD),
+        }
+    }
+
+    pub fn kind(&self, k: RowKind) -> Style {
+        match k {
+            RowKind::Exception | RowKind::ExceptionReturn => self.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+            RowKind::Gap => self.fg(Color::Red).add_modifier(Modifier::BOLD),
+            RowKind::Nacc => self.fg(Color::Red),
+            RowKind::Time | RowKind::Context => Style::default().add_modifier(Modifier::DIM),
+            _ => Style::default(),
+        }
+    }
+
+    fn accent(&self) -> Style {
+        self.fg(Color::Cyan)
+    }
+}
+
+pub fn draw(app: &App, f: &mut Frame<'_>) {
+    let pal = Palette::from_env();
+    draw_with(app, f, pal)
+}
+
+pub fn draw_with(app: &App, f: &mut Frame<'_>, pal: Palette) {
+    let a = areas(f.area(), app);
+    draw_timeline(app, f, a.timeline, pal);
+    draw_list(app, f, a.list, pal);
+    draw_source(app, f, a.source, pal);
+    draw_status(app, f, a.status, pal);
+    match &app.mode {
+        Mode::Help => draw_help(f, pal),
+        Mode::Search { .. } => draw_search(app, f, a.list, pal),
+        Mode::Export { .. } => draw_export(app, f, pal),
+        _ => {}
+    }
+}
+
+fn block(title: String) -> Block<'static> {
+    Block::default().borders(Borders::ALL).title(title)
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+// ---- timeline ---------------------------------------------------------------
+
+const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
+    let Some(ix) = &app.indexed else {
+        let done = app.progress.index_done.load(std::sync::atomic::Ordering::Relaxed);
+        let total = app.progress.index_total.load(std::sync::atomic::Ordering::Relaxed).max(1);
+        let pct = done as f64 * 100.0 / total as f64;
+        let w = area.width.saturating_sub(4) as usize;
+        let filled = ((w as f64) * pct / 100.0) as usize;
+        let bar = format!("{}{}", "█".repeat(filled.min(w)), "░".repeat(w - filled.min(w)));
+        let p = Paragraph::new(vec![Line::from(format!(" indexing {pct:.0}% ({} of {} MiB)", done >> 20, total >> 20)), Line::from(format!(" {bar}"))])
+            .block(block(" timeline ".into()));
+        f.render_widget(p, area);
+        return;
+    };
+    let axis = app.axis();
+    let (lo, hi) = app.axis_range().unwrap_or((0, 1));
+    let (zl, zh) = app.zoom;
+    let vlo = lo as f64 + zl * (hi - lo) as f64;
+    let vhi = lo as f64 + zh * (hi - lo) as f64;
+    let title = format!(
+        " timeline · {} {}–{} · zoom {:.0}× ",
+        axis.name(),
+        vlo as u64,
+        vhi as u64,
+        1.0 / (zh - zl).max(1e-9)
+    );
+    let inner_w = area.width.saturating_sub(2) as usize;
+    if inner_w == 0 {
+        return;
+    }
+    // Per column: instructions, exceptions, gaps, uncommitted speculation.
+    let mut bins = vec![(0f64, 0u64, 0u64, 0u64); inner_w];
+    let span_of = |s: &super::worker::Segment| match axis {
+        Axis::Timestamp => s.ts,
+        Axis::Cycles => s.cc,
+        Axis::Elements => Some((s.elements_before, s.elements_before + s.elements)),
+    };
+    let col_w = (vhi - vlo) / inner_w as f64;
+    for s in &ix.segments {
+        let Some((a, b)) = span_of(s) else { continue };
+        let (a, b) = (a as f64, (b as f64).max(a as f64 + 1e-9));
+        if b < vlo || a > vhi {
+            continue;
+        }
+        let c0 = (((a - vlo) / col_w).floor().max(0.0) as usize).min(inner_w - 1);
+        let c1 = (((b - vlo) / col_w).floor().max(0.0) as usize).min(inner_w - 1);
+        let n = (c1 - c0 + 1) as f64;
+        for bin in &mut bins[c0..=c1] {
+            bin.0 += s.instructions as f64 / n;
+        }
+        bins[c0].1 += s.exceptions;
+        bins[c0].2 += s.gaps;
+        bins[c0].3 += s.spec;
+    }
+    let max = bins.iter().map(|b| b.0).fold(0.0, f64::max).max(1.0);
+    let mut density = Vec::with_capacity(inner_w);
+    let mut marks = Vec::with_capacity(inner_w);
+    for b in &bins {
+        let level = if b.0 > 0.0 { 1 + ((b.0 / max) * 7.0).round() as usize } else { 0 };
+        let style = if b.1 > 0 { pal.fg(Color::Cyan) } else { pal.fg(Color::Green) };
+        density.push(Span::styled(BARS[level.min(8)].to_string(), style));
+        let m = if b.2 > 0 {
+            Span::styled("×", pal.fg(Color::Red).add_modifier(Modifier::BOLD))
+        } else if b.1 > 0 {
+            Span::styled("!", pal.fg(Color::Cyan))
+        } else if b.3 > 0 {
+            Span::styled("~", pal.fg(Color::Magenta))
+        } else {
+            Span::raw(" ")
+        };
+        marks.push(m);
+    }
+    let mut lines = vec![Line::from(density), Line::from(marks)];
+    for id in ix.ids.iter().take(3) {
+        let span = match axis {
+            Axis::Timestamp => id.ts,
+            Axis::Cycles => id.cc,
+            Axis::Elements => Some((vlo as u64, vhi as u64)),
+        };
+        let label = format!("0x{:02x} {} instr ", id.trace_id, thousands(id.instructions));
+        let mut s: Vec<char> = vec![' '; inner_w];
+        if let Some((a, b)) = span {
+            let c0 = (((a as f64 - vlo) / col_w).max(0.0) as usize).min(inner_w);
+            let c1 = (((b as f64 - vlo) / col_w).max(0.0) as usize).min(inner_w);
+            for ch in s.iter_mut().take(c1.max(c0 + 1).min(inner_w)).skip(c0) {
+                *ch = '─';
+            }
+        }
+        for (i, ch) in label.chars().enumerate().take(inner_w) {
+            s[i] = ch;
+        }
+        lines.push(Line::from(Span::styled(s.into_iter().collect::<String>(), pal.fg(Color::Blue))));
+    }
+    // The list's viewport and cursor.
+    let vis = app.visible();
+    let mut row: Vec<char> = vec![' '; inner_w];
+    let col = |n: u64| -> Option<usize> {
+        let fr = app.fraction_of(n)?;
+        if fr < zl || fr > zh {
+            return None;
+        }
+        Some((((fr - zl) / (zh - zl)) * inner_w as f64) as usize).map(|c| c.min(inner_w - 1))
+    };
+    if let (Some(a), Some(b)) = (vis.first().and_then(|p| col(p.number)), vis.last().and_then(|p| col(p.number))) {
+        for ch in row.iter_mut().take(b + 1).skip(a) {
+            *ch = '━';
+        }
+    }
+    if let Some(c) = col(app.cursor.number) {
+        row[c] = '▲';
+    }
+    lines.push(Line::from(Span::styled(row.into_iter().collect::<String>(), pal.accent())));
+    let h = area.height.saturating_sub(2) as usize;
+    if lines.len() > h {
+        // Keep density and the viewport row when space is short.
+        let last = lines.pop();
+        lines.truncate(h.saturating_sub(1));
+        lines.extend(last);
+    }
+    f.render_widget(Paragraph::new(lines).block(block(title)), area);
+}
+
+// ---- element list -----------------------------------------------------------
+
+fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
+    let total = app.total();
+    let view = match app.view {
+        View::Committed => "committed",
+        View::Speculation => "speculation",
+    };
+    let title = match total {
+        Some(t) => format!(" elements · {view} view · {} of {} ", thousands(app.cursor.number), thousands(t)),
+        None => format!(" elements · {view} view "),
+    };
+    let inner_w = area.width.saturating_sub(2) as usize;
+    let wide = inner_w >= 110;
+    let num_w = total.map_or(6, |t| thousands(t).len()).max(5);
+    let func_w = if inner_w >= 100 { 24 } else { 14 };
+    let mut lines = Vec::new();
+    let mut header = format!("{:<4} {:>num_w$} ", "st", "elem");
+    if wide {
+        header.push_str(&format!("{:>14} ", "time"));
+    }
+    header.push_str(&format!("{:<2} {:<5} {:<12} {:<func_w$} element", "id", "ctx", "address", "function"));
+    lines.push(Line::from(Span::styled(header, Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED))));
+    let selection = app.selection().filter(|_| app.anchor.is_some() || matches!(app.mode, Mode::Export { .. }));
+    for p in app.visible() {
+        let mut line = row_line(app, p, num_w, func_w, wide, pal);
+        let selected = selection.is_some_and(|(a, b)| p.number >= a && p.number < b);
+        if selected {
+            line = line.patch_style(if pal.color { Style::default().bg(Color::DarkGray) } else { Style::default().add_modifier(Modifier::UNDERLINED) });
+        }
+        if p == app.cursor {
+            line = line.patch_style(Style::default().add_modifier(Modifier::REVERSED));
+        }
+        lines.push(line);
+    }
+    f.render_widget(Paragraph::new(lines).block(block(title)), area);
+}
+
+fn fit(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        format!("{s:<w$}")
+    } else {
+        let mut t: String = s.chars().take(w.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, pal: Palette) -> Line<'static> {
+    let Some(entry) = app.entry(p.number) else {
+        return Line::from(Span::styled(format!("{:<4} {:>num_w$} …", "", p.number), Style::default().add_modifier(Modifier::DIM)));
+    };
+    let pre = if app.view == View::Speculation { entry.pre.len() as u32 } else { 0 };
+    if p.sub < pre {
+        let r = &entry.pre[p.sub as usize];
+        let resolved = r.resolved.map_or("end of trace".to_string(), |o| format!("@{o}"));
+        let text = format!(
+            "{} {:>num_w$} {}{:02x} ↳ speculative {} #{} traced @{} → {} {}",
+            r.state.tag(),
+            "",
+            if wide { format!("{:>14} ", "") } else { String::new() },
+            r.trace_id,
+            r.what,
+            r.seq,
+            r.created,
+            state_word(r.state),
+            resolved
+        );
+        return Line::from(Span::styled(text, pal.state(r.state)));
+    }
+    if p.sub > pre {
+        let i = (p.sub - pre - 1) as usize;
+        let Some(l) = app.expanded.as_ref().and_then(|(_, ls)| ls.get(i)) else {
+            return Line::from("");
+        };
+        let lead = format!("{:<4} {:>num_w$} {}", "", "", if wide { format!("{:>14} ", "") } else { String::new() });
+        let sym = l.symbol.as_ref().map(|s| format!(" <{s}>")).unwrap_or_default();
+        return Line::from(vec![
+            Span::raw(lead),
+            Span::styled(format!("   {:#x}  ", l.addr), pal.fg(Color::Blue)),
+            Span::raw(format!("{:<12} {}{}", l.bytes, l.text, sym)),
+        ]);
+    }
+    let r = &entry.row;
+    let mut spans = vec![
+        Span::styled(r.state.tag().to_string(), pal.state(r.state)),
+        Span::raw(format!(" {:>num_w$} ", r.number)),
+    ];
+    if wide {
+        let t = match r.timestamp {
+            Some(ts) => format!("{ts:>14} "),
+            None => format!("{:>12}cc ", r.cycles),
+        };
+        spans.push(Span::styled(t, Style::default().add_modifier(Modifier::DIM)));
+    }
+    let addr = r.addr.map(|a| format!("{a:#x}")).unwrap_or_default();
+    spans.push(Span::raw(format!(
+        "{:02x} {:<5} {:<12} ",
+        r.trace_id,
+        fit(r.context.as_deref().unwrap_or("?"), 5),
+        fit(&addr, 12)
+    )));
+    spans.push(Span::styled(fit(r.function.as_deref().unwrap_or(""), func_w), pal.accent()));
+    spans.push(Span::raw(" "));
+    let style = if r.state == RowState::Plain || r.state == RowState::Committed { pal.kind(r.kind) } else { pal.state(r.state) };
+    let marker = match &app.expanded {
+        Some((n, _)) if *n == r.number => "▾ ",
+        _ if r.kind == RowKind::Range => "▸ ",
+        _ => "",
+    };
+    spans.push(Span::styled(format!("{marker}{}", r.text), style));
+    Line::from(spans)
+}
+
+fn state_word(s: RowState) -> &'static str {
+    match s {
+        RowState::Plain => "",
+        RowState::Committed => "committed",
+        RowState::Speculative => "unresolved at",
+        RowState::Canceled => "canceled",
+        RowState::Corrected => "corrected by mispredict",
+        RowState::Discarded => "discarded",
+        RowState::Lost => "lost",
+    }
+}
+
+// ---- source -----------------------------------------------------------------
+
+fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
+    let h = area.height.saturating_sub(2) as usize;
+    let Some((view, disasm)) = &app.source else {
+        f.render_widget(Paragraph::new("").block(block(" source ".into())), area);
+        return;
+    };
+    if app.show_disasm {
+        let title = format!(" disassembly · {} ", view.function.as_deref().unwrap_or("?"));
+        let cur = disasm.iter().position(|l| l.current).unwrap_or(0);
+        let skip = cur.saturating_sub(h / 3);
+        let lines: Vec<Line> = disasm
+            .iter()
+            .skip(skip)
+            .take(h)
+            .map(|l| {
+                let sym = l.symbol.as_ref().map(|s| format!(" <{s}>")).unwrap_or_default();
+                let line = Line::from(vec![
+                    Span::styled(format!("{:#x}  ", l.addr), pal.fg(Color::Blue)),
+                    Span::raw(format!("{:<12} {}{}", l.bytes, l.text, sym)),
+                ]);
+                if l.current {
+                    line.patch_style(Style::default().add_modifier(Modifier::REVERSED))
+                } else {
+                    line
+                }
+            })
+            .collect();
+        f.render_widget(Paragraph::new(lines).block(block(title)), area);
+        return;
+    }
+    let title = match (&view.status, &view.file, view.line) {
+        (SourceStatus::Ok, Some(file), Some(line)) => format!(" {}:{} ", short_path(file), line),
+        (SourceStatus::SourceNotFound { file }, _, _) => format!(" source not found: {} ", short_path(file)),
+        (SourceStatus::NoDebugInfo, _, _) => " no debug info ".to_string(),
+        (SourceStatus::NoSymbols, _, _) => " no symbols for this address ".to_string(),
+        _ => " source ".to_string(),
+    };
+    let mut lines = Vec::new();
+    let mut head = vec![Span::styled(view.function.clone().unwrap_or_else(|| format!("{:#x}", view.addr)), pal.accent())];
+    if view.inline_chain.len() > 1 {
+        let chain: Vec<String> = view.inline_chain.iter().map(|fr| fr.function.clone()).collect();
+        head.push(Span::styled(format!("  inlined: {}", chain.join(" ← ")), Style::default().add_modifier(Modifier::DIM)));
+    }
+    lines.push(Line::from(head));
+    let body = h.saturating_sub(1);
+    let cur = view.lines.iter().position(|l| l.current).unwrap_or(0);
+    let skip = cur.saturating_sub(body / 2).min(view.lines.len().saturating_sub(body));
+    for l in view.lines.iter().skip(skip).take(body) {
+        let count = if l.count > 0 { format!("{:>6}", l.count) } else { format!("{:>6}", "") };
+        let line = Line::from(vec![
+            Span::styled(count, pal.fg(Color::Yellow)),
+            Span::styled(format!(" {:>5} ", l.number), Style::default().add_modifier(Modifier::DIM)),
+            Span::raw(l.text.replace('\t', "    ")),
+        ]);
+        lines.push(if l.current { line.patch_style(Style::default().add_modifier(Modifier::REVERSED)) } else { line });
+    }
+    f.render_widget(Paragraph::new(lines).block(block(title)), area);
+}
+
+fn short_path(p: &str) -> String {
+    let parts: Vec<&str> = p.rsplit('/').take(2).collect();
+    parts.into_iter().rev().collect::<Vec<_>>().join("/")
+}
+
+// ---- status and overlays ------------------------------------------------------
+
+fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
+    use std::sync::atomic::Ordering;
+    let left = match &app.mode {
+        Mode::Goto { input } => format!("go to: {input}▏  (N · ts:T · cc:C · off:B · addr:HEX · fn:NAME; Enter, Esc)"),
+        Mode::Mark { set: true } => "set mark: press a letter".into(),
+        Mode::Mark { set: false } => "jump to mark: press a letter".into(),
+        _ => {
+            if let Some(e) = &app.error {
+                format!("error: {e}")
+            } else if let Some((_, label)) = &app.finding {
+                format!("searching {label}… element {} (Esc stops)", thousands(app.progress.find_at.load(Ordering::Relaxed)))
+            } else if let Some(p) = &app.exporting {
+                let d = app.progress.export_done.load(Ordering::Relaxed);
+                let t = app.progress.export_total.load(Ordering::Relaxed).max(1);
+                format!("exporting {} {:.0}% (Esc cancels)", p.display(), d as f64 * 100.0 / t as f64)
+            } else if !app.message.is_empty() {
+                app.message.clone()
+            } else {
+                "? help · / function · g go to · s speculation · q quit".into()
+            }
+        }
+    };
+    let mut right = String::new();
+    if let Some(info) = &app.info {
+        let name = info.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        right = format!(" {} · {} ", name, info.buffer);
+    }
+    if let Some(a) = app.anchor {
+        right = format!(" sel {}–{} ·{right}", a.min(app.cursor.number), a.max(app.cursor.number));
+    }
+    let w = area.width as usize;
+    let rw = right.chars().count().min(w);
+    let lw = w - rw;
+    let line = Line::from(vec![
+        Span::styled(fit(&left, lw), Style::default().add_modifier(Modifier::BOLD)),
+        Span::styled(right, if pal.color { Style::default().fg(Color::Black).bg(Color::Cyan) } else { Style::default().add_modifier(Modifier::REVERSED) }),
+    ]);
+    f.render_widget(Paragraph::new(line), area);
+}
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h)
+}
+
+/// Every key, for the help overlay and the README.
+pub const KEYS: &[(&str, &str)] = &[
+    ("j k ↓ ↑", "move one line"),
+    ("PgDn PgUp", "move one screen"),
+    ("Home End", "first / last element"),
+    ("Enter", "expand a range into instructions / collapse"),
+    ("s", "committed view / speculation view"),
+    ("d", "source / disassembly"),
+    ("g", "go to: N, instr:N, ts:T, cc:C, off:B, addr:HEX, fn:NAME"),
+    ("/", "search functions (fuzzy); Enter goes to the first entry"),
+    ("n N", "next / previous execution of what was searched"),
+    ("x X", "next / previous exception"),
+    ("o O", "next / previous gap (no sync, overflow, unreadable code)"),
+    ("c C", "next / previous speculation event"),
+    ("%", "from a call to its return"),
+    ("m a-z", "set a mark"),
+    ("' a-z", "jump to a mark"),
+    ("[ ]", "back / forward through jumps"),
+    ("v", "anchor a selection (again: drop it)"),
+    ("w", "export the selection (or marks a..b)"),
+    ("+ - 0", "timeline zoom in / out / all"),
+    ("H L", "timeline pan left / right"),
+    ("mouse", "wheel scrolls; click selects; click on the timeline jumps"),
+    ("Esc", "cancel a search, an export or the selection"),
+    ("?", "this help"),
+    ("q", "quit"),
+];
+
+fn draw_help(f: &mut Frame<'_>, pal: Palette) {
+    let area = centered(f.area(), 76, KEYS.len() as u16 + 4);
+    let mut lines: Vec<Line> = KEYS
+        .iter()
+        .map(|(k, d)| Line::from(vec![Span::styled(format!(" {k:<10}"), pal.accent().add_modifier(Modifier::BOLD)), Span::raw(format!(" {d}"))]))
+        .collect();
+    lines.push(Line::from(Span::styled(
+        " states: cmt committed · spec unresolved · canc canceled · corr corrected · disc discarded · lost",
+        Style::default().add_modifier(Modifier::DIM),
+    )));
+    f.render_widget(Clear, area);
+    f.render_widget(Paragraph::new(lines).block(block(" keys (Esc closes) ".into())), area);
+}
+
+fn draw_search(app: &App, f: &mut Frame<'_>, list: Rect, pal: Palette) {
+    let Mode::Search { input, hits, selected } = &app.mode else { return };
+    let area = centered(list, list.width.saturating_sub(4).min(90), list.height.saturating_sub(2).max(5));
+    let h = area.height.saturating_sub(3) as usize;
+    let mut lines = vec![Line::from(format!(" / {input}▏"))];
+    let skip = selected.saturating_sub(h.saturating_sub(1));
+    for (i, hit) in hits.iter().enumerate().skip(skip).take(h) {
+        let func = &app.functions[hit.function];
+        let count = match func.count {
+            Some(c) => format!("{:>9} ", thousands(c)),
+            None => format!("{:>9} ", "…"),
+        };
+        let mut spans = vec![Span::styled(count, pal.fg(Color::Yellow)), Span::raw(" ")];
+        for (ci, ch) in func.name.chars().enumerate() {
+            let st = if hit.positions.contains(&ci) { pal.accent().add_modifier(Modifier::BOLD | Modifier::UNDERLINED) } else { Style::default() };
+            spans.push(Span::styled(ch.to_string(), st));
+        }
+        let mut line = Line::from(spans);
+        if i == *selected {
+            line = line.patch_style(Style::default().add_modifier(Modifier::REVERSED));
+        }
+        lines.push(line);
+    }
+    if hits.is_empty() {
+        lines.push(Line::from(if app.functions.is_empty() { " no symbols: open with --image ELF" } else { " no match" }));
+    }
+    f.render_widget(Clear, area);
+    f.render_widget(Paragraph::new(lines).block(block(" functions · entries · Enter goes to the first ".into())), area);
+}
+
+fn draw_export(app: &App, f: &mut Frame<'_>, pal: Palette) {
+    let Mode::Export { format, file, from, to } = &app.mode else { return };
+    let area = centered(f.area(), 70, 7);
+    let name = |x: crate::export::ExportFormat| match x {
+        crate::export::ExportFormat::Opencsd => "opencsd",
+        crate::export::ExportFormat::Jsonl => "jsonl",
+        crate::export::ExportFormat::Csv => "csv",
+        crate::export::ExportFormat::Perfetto => "perfetto",
+    };
+    let formats: Vec<Span> = [
+        crate::export::ExportFormat::Opencsd,
+        crate::export::ExportFormat::Jsonl,
+        crate::export::ExportFormat::Csv,
+        crate::export::ExportFormat::Perfetto,
+    ]
+    .into_iter()
+    .map(|x| {
+        if x == *format {
+            Span::styled(format!(" [{}] ", name(x)), pal.accent().add_modifier(Modifier::BOLD | Modifier::REVERSED))
+        } else {
+            Span::raw(format!("  {}  ", name(x)))
+        }
+    })
+    .collect();
+    let lines = vec![
+        Line::from(format!(" elements {} to {} ({} elements)", thousands(*from), thousands(to - 1), thousands(to - from))),
+        Line::from(formats),
+        Line::from(format!(" file: {file}▏")),
+        Line::from(Span::styled(" Tab format · Enter write · Esc cancel", Style::default().add_modifier(Modifier::DIM))),
+    ];
+    f.render_widget(Clear, area);
+    f.render_widget(Paragraph::new(lines).block(block(" export ".into())), area);
+}

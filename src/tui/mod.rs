@@ -1,0 +1,129 @@
+//! The terminal viewer: terminal events become [`app::Action`]s, actions
+//! change the [`app::App`] state, and [`draw::draw`] paints the state. The
+//! worker threads ([`worker`]) do all decoding, so drawing never waits.
+
+pub mod app;
+pub mod draw;
+pub mod keymap;
+pub mod model;
+pub mod sourceview;
+pub mod worker;
+
+use std::io;
+use std::path::Path;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{self, DisableMouseCapture, EnableMouseCapture, Event};
+use crossterm::terminal::{self, BeginSynchronizedUpdate, EndSynchronizedUpdate, EnterAlternateScreen, LeaveAlternateScreen};
+use crossterm::ExecutableCommand;
+use ratatui::backend::CrosstermBackend;
+use ratatui::Terminal;
+
+use crate::capture::CaptureOptions;
+use app::{App, Channels};
+use worker::{Progress, Request};
+
+/// Start the worker threads on a capture and return the app that talks to
+/// them (headless: no terminal involved).
+pub fn spawn(path: &Path, copts: &CaptureOptions, size: (u16, u16)) -> App {
+    let progress = Arc::new(Progress::default());
+    let (pager_tx, pager_rx) = mpsc::channel();
+    let (finder_tx, finder_rx) = mpsc::channel();
+    let (resp_tx, resp_rx) = mpsc::channel();
+    let (ready_tx, ready_rx) = mpsc::channel();
+    {
+        let (p, c, pr, tx) = (path.to_path_buf(), copts.clone(), progress.clone(), resp_tx.clone());
+        std::thread::Builder::new()
+            .name("tracesight-pager".into())
+            .spawn(move || worker::pager(p, c, pr, pager_rx, tx, ready_tx))
+            .expect("spawning a thread");
+    }
+    {
+        let (p, c, pr, tx) = (path.to_path_buf(), copts.clone(), progress.clone(), resp_tx);
+        std::thread::Builder::new()
+            .name("tracesight-finder".into())
+            .spawn(move || worker::finder(p, c, pr, finder_rx, tx, ready_rx))
+            .expect("spawning a thread");
+    }
+    App::new(Channels { pager: pager_tx, finder: finder_tx, rx: resp_rx }, progress, size)
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let _ = self.chans.pager.send(Request::Quit);
+        let _ = self.chans.finder.send(Request::Quit);
+        self.progress.find_generation.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.progress.export_cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.progress.request_waiting.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Put the terminal back as it was: on exit, on error and from the panic hook.
+fn restore_terminal() {
+    let mut out = io::stdout();
+    let _ = out.execute(DisableMouseCapture);
+    let _ = out.execute(LeaveAlternateScreen);
+    let _ = terminal::disable_raw_mode();
+    let _ = out.execute(crossterm::cursor::Show);
+}
+
+/// Run the viewer on a capture until the user quits.
+pub fn run(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
+    use std::io::IsTerminal;
+    if !io::stdout().is_terminal() {
+        return Err("the viewer needs a terminal (use `tracesight decode` for scripts)".into());
+    }
+    let prev = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        prev(info);
+    }));
+    terminal::enable_raw_mode().map_err(|e| format!("terminal: {e}"))?;
+    let mut out = io::stdout();
+    let setup = out.execute(EnterAlternateScreen).and_then(|o| o.execute(EnableMouseCapture)).map(|_| ());
+    if let Err(e) = setup {
+        restore_terminal();
+        return Err(format!("terminal: {e}"));
+    }
+    let result = event_loop(path, copts);
+    restore_terminal();
+    result
+}
+
+fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
+    let mut term = Terminal::new(CrosstermBackend::new(io::stdout())).map_err(|e| format!("terminal: {e}"))?;
+    let size = term.size().map_err(|e| format!("terminal: {e}"))?;
+    let mut app = spawn(path, copts, (size.width, size.height));
+    let mut keys = keymap::Keymap::default();
+    let mut dirty = true;
+    let mut last_draw = Instant::now();
+    while !app.quit {
+        dirty |= app.pump();
+        // Progress counters move without messages: repaint while work runs.
+        let busy = app.indexed.is_none() || app.finding.is_some() || app.exporting.is_some();
+        if dirty || (busy && last_draw.elapsed() > Duration::from_millis(200)) {
+            // Synchronized updates: the terminal shows whole frames only.
+            let _ = io::stdout().execute(BeginSynchronizedUpdate);
+            term.draw(|f| draw::draw(&app, f)).map_err(|e| format!("terminal: {e}"))?;
+            let _ = io::stdout().execute(EndSynchronizedUpdate);
+            dirty = false;
+            last_draw = Instant::now();
+        }
+        if event::poll(Duration::from_millis(30)).map_err(|e| format!("terminal: {e}"))? {
+            let ev = event::read().map_err(|e| format!("terminal: {e}"))?;
+            if let Event::Resize(w, h) = ev {
+                let _ = term.autoresize();
+                app.update(app::Action::Resize(w, h));
+                dirty = true;
+                continue;
+            }
+            if let Some(a) = keys.action(&ev, &app.mode) {
+                app.update(a);
+                dirty = true;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,529 @@
+//! The viewer's background threads. All decoding happens here, never on the
+//! draw path: the pager builds or opens the index and decodes pages of rows
+//! and source views on request; the finder runs searches (which may decode
+//! far) and counts function entries, so a long search never delays a page.
+//!
+//! A capture's decoder state is not shareable between threads, so each thread
+//! opens the capture itself; the index file, once built, is mapped by both.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::Arc;
+
+use crate::capture::{Capture, CaptureOptions};
+use crate::element::{ElementKind, PeContext};
+use crate::index::format::{IndexFile, NONE};
+use crate::index::{IndexOptions, SeekTarget, Seeker};
+use crate::protocol::etm4::decoder::SpecState;
+use crate::session::{Event, SourceKind};
+
+use super::model::{self, Entry, View, PAGE};
+
+/// Counters the draw functions read without asking the worker.
+#[derive(Default, Debug)]
+pub struct Progress {
+    pub index_done: AtomicU64,
+    pub index_total: AtomicU64,
+    /// Elements written by the running export.
+    pub export_done: AtomicU64,
+    pub export_total: AtomicU64,
+    pub export_cancel: AtomicBool,
+    /// The newest search; older ones give up when they see it change.
+    pub find_generation: AtomicU64,
+    /// Element number a running search has reached.
+    pub find_at: AtomicU64,
+    /// The app sent the finder a request it has not taken yet: the idle-time
+    /// entry count gives way (channels cannot be peeked).
+    pub request_waiting: AtomicBool,
+}
+
+/// Something to search for, from an element number.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FindWhat {
+    /// A `g` position (element, ts:, cc:, off:, addr:, fn:).
+    Target(SeekTarget),
+    Exception,
+    Gap,
+    /// A speculative element that did not simply commit.
+    Speculation,
+    /// A range starting at one of these addresses (a function's entries).
+    Entry(Vec<u64>),
+    /// A range executing this address.
+    Address(u64),
+    /// The return of the call made by element `from` (same trace ID,
+    /// back at `addr` at the same call depth).
+    Return { trace_id: u8, addr: u64 },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    Forward,
+    Backward,
+}
+
+pub enum Request {
+    Page { view: View, page: u64 },
+    Source { addr: u64, window: Vec<super::sourceview::ExecutedRange>, disasm: Option<super::sourceview::ExecutedRange> },
+    /// The instructions of a range, disassembled.
+    Expand { number: u64, range: super::sourceview::ExecutedRange },
+    Find { generation: u64, from: u64, dir: Dir, what: FindWhat, label: String },
+    Export { request: crate::export::ExportRequest },
+    Quit,
+}
+
+/// What the capture is, for the status bar and the timeline.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CaptureInfo {
+    pub path: PathBuf,
+    pub buffer: String,
+    pub bytes: u64,
+    pub sources: Vec<(u8, String)>,
+    pub symbols: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// One index segment, for the timeline.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Segment {
+    pub elements_before: u64,
+    pub elements: u64,
+    pub ts: Option<(u64, u64)>,
+    pub cc: Option<(u64, u64)>,
+    pub instructions: u64,
+    pub exceptions: u64,
+    pub gaps: u64,
+    pub spec: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IdSpan {
+    pub trace_id: u8,
+    pub elements: u64,
+    pub instructions: u64,
+    pub ts: Option<(u64, u64)>,
+    pub cc: Option<(u64, u64)>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Indexed {
+    pub elements: u64,
+    pub instructions: u64,
+    pub segments: Vec<Segment>,
+    pub ids: Vec<IdSpan>,
+    pub stop: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub entries: Vec<u64>,
+    /// Times the trace enters it (`None` until counted).
+    pub count: Option<u64>,
+}
+
+pub enum Response {
+    Opened(CaptureInfo),
+    Indexed(Indexed),
+    Page { view: View, page: u64, entries: Vec<Entry> },
+    Source(super::sourceview::SourceView, Vec<super::sourceview::DisasmLine>),
+    Expanded { number: u64, lines: Vec<super::sourceview::DisasmLine> },
+    Found { generation: u64, result: Option<u64>, label: String },
+    Functions(Vec<FunctionInfo>),
+    Exported(Result<crate::export::ExportSummary, String>),
+    Error(String),
+}
+
+fn span(a: u64, b: u64) -> Option<(u64, u64)> {
+    (a != NONE).then_some((a, b))
+}
+
+pub fn indexed_summary(f: &IndexFile) -> Indexed {
+    let t = f.totals();
+    let n = f.len();
+    let segments = (0..n)
+        .map(|k| {
+            let c = f.checkpoint(k);
+            let next = if k + 1 < n { f.checkpoint(k + 1).elements_before } else { t.elements };
+            Segment {
+                elements_before: c.elements_before,
+                elements: next.saturating_sub(c.elements_before),
+                ts: span(c.first_ts, c.last_ts),
+                cc: span(c.first_cc, c.last_cc),
+                instructions: c.instructions,
+                exceptions: c.exceptions,
+                gaps: c.gaps,
+                spec: c.spec_not_committed,
+            }
+        })
+        .collect();
+    let ids = f
+        .id_summaries()
+        .iter()
+        .map(|s| IdSpan {
+            trace_id: s.trace_id as u8,
+            elements: s.elements,
+            instructions: s.instructions,
+            ts: span(s.first_ts, s.last_ts),
+            cc: span(s.first_cc, s.last_cc),
+        })
+        .collect();
+    Indexed { elements: t.elements, instructions: t.instructions, segments, ids, stop: f.stop().map(str::to_string) }
+}
+
+/// Decode the rows of one page (elements `page*PAGE ..`), with function
+/// names and, in the speculation view, the records decided before each.
+pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> Result<Vec<Entry>, String> {
+    let first = page * PAGE;
+    let last = first + PAGE;
+    let k = seeker.checkpoint_for(&SeekTarget::Element(first));
+    let mut entries: Vec<Entry> = Vec::with_capacity(PAGE as usize);
+    let mut pre = Vec::new();
+    // Atoms committed per (trace ID, packet offset), oldest first, true when
+    // a Mispredict corrected it: the ranges of that packet take them in turn
+    // (the decoder reports an atom's fate just before the range it yields).
+    let mut atoms: HashMap<(u8, u64), std::collections::VecDeque<bool>> = HashMap::new();
+    let mut contexts: HashMap<u8, PeContext> = HashMap::new();
+    let speculative: HashMap<u8, bool> = cap
+        .plan
+        .sources
+        .iter()
+        .filter_map(|s| Some((s.trace_id?, matches!(s.kind, SourceKind::Etm4(_)))))
+        .collect();
+    let mut cursor = cap.symbols.as_ref().map(|s| s.cursor());
+    seeker
+        .run_events_from(k, |number, ev| {
+            if number >= last {
+                return false;
+            }
+            match ev {
+                Event::Element { element, .. } => {
+                    if let ElementKind::PeContext(c) = element.kind {
+                        contexts.insert(element.trace_id, c);
+                    }
+                    let corrected = match element.kind {
+                        ElementKind::InstrRange { .. } => atoms
+                            .get_mut(&(element.trace_id, element.index))
+                            .and_then(|q| q.pop_front())
+                            .unwrap_or(false),
+                        _ => false,
+                    };
+                    if number >= first {
+                        let spec = speculative.get(&element.trace_id).copied().unwrap_or(false);
+                        let mut row = model::elem_row(number, element, spec, contexts.get(&element.trace_id));
+                        if corrected {
+                            row.state = model::RowState::Corrected;
+                        }
+                        if let (Some(c), Some(a)) = (cursor.as_mut(), row.addr) {
+                            let loc = c.locate(a);
+                            row.function = loc.function.map(|f| {
+                                if loc.offset == 0 {
+                                    f.name().to_string()
+                                } else {
+                                    format!("{}+{:#x}", f.name(), loc.offset)
+                                }
+                            });
+                        }
+                        entries.push(Entry { pre: std::mem::take(&mut pre), row });
+                    }
+                }
+                Event::Spec { record, .. } => {
+                    if let crate::protocol::etm4::decoder::SpecKind::Atom { .. } = record.kind {
+                        if matches!(record.state, SpecState::Committed | SpecState::CorrectedByMispredict) {
+                            let q = atoms.entry((record.trace_id, record.created)).or_default();
+                            q.push_back(record.state == SpecState::CorrectedByMispredict);
+                        }
+                    }
+                    if number >= first && view == View::Speculation && record.state != SpecState::Committed {
+                        pre.push(model::spec_row(record));
+                    }
+                }
+                _ => {}
+            }
+            true
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(entries)
+}
+
+fn open_capture(path: &std::path::Path, copts: &CaptureOptions) -> Result<Capture, String> {
+    Capture::open(path, copts)
+}
+
+/// The pager thread: opens the capture, builds or opens the index, then
+/// answers page and source requests.
+pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: Receiver<Request>, tx: Sender<Response>, ready: Sender<()>) {
+    let cap = match open_capture(&path, &copts) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = tx.send(Response::Error(e));
+            return;
+        }
+    };
+    let info = CaptureInfo {
+        path: cap.path.clone(),
+        buffer: cap.plan.buffer.name.clone(),
+        bytes: cap.file.bytes().len() as u64,
+        sources: cap
+            .plan
+            .sources
+            .iter()
+            .filter_map(|s| Some((s.trace_id?, s.protocol_name())))
+            .collect(),
+        symbols: cap.symbols.as_ref().map(|s| s.images().iter().map(|i| i.path().display().to_string()).collect()).unwrap_or_default(),
+        warnings: cap.warnings.clone(),
+    };
+    progress.index_total.store(info.bytes, Ordering::Relaxed);
+    let _ = tx.send(Response::Opened(info));
+    let index = match cap.open_index(&IndexOptions::default(), false, &progress.index_done) {
+        Ok(i) => i,
+        Err(e) => {
+            let _ = tx.send(Response::Error(format!("index: {e}")));
+            return;
+        }
+    };
+    progress.index_done.store(progress.index_total.load(Ordering::Relaxed), Ordering::Relaxed);
+    let _ = tx.send(Response::Indexed(indexed_summary(&index.file)));
+    let _ = ready.send(());
+    let seeker = cap.seeker(&index.file);
+    let resolver = super::sourceview::default_resolver(&cap.path);
+    while let Ok(req) = rx.recv() {
+        let resp = match req {
+            Request::Quit => break,
+            Request::Page { view, page } => match build_page(&cap, &seeker, view, page) {
+                Ok(entries) => Response::Page { view, page, entries },
+                Err(e) => Response::Error(e),
+            },
+            Request::Source { addr, window, disasm } => {
+                let view = super::sourceview::source_view(cap.symbols.as_ref(), &resolver, addr, &window, 12);
+                let space = crate::element::MemSpace::ANY;
+                let lines = disasm
+                    .map(|r| super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &r, Some(addr), 64))
+                    .unwrap_or_default();
+                Response::Source(view, lines)
+            }
+            Request::Expand { number, range } => {
+                let space = crate::element::MemSpace::ANY;
+                let lines = super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &range, None, 4096);
+                Response::Expanded { number, lines }
+            }
+            Request::Find { .. } | Request::Export { .. } => continue,
+        };
+        if tx.send(resp).is_err() {
+            break;
+        }
+    }
+}
+
+/// The finder thread: searches and exports, after the pager has the index.
+pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: Receiver<Request>, tx: Sender<Response>, ready: Receiver<()>) {
+    if ready.recv().is_err() {
+        return;
+    }
+    let cap = match open_capture(&path, &copts) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = tx.send(Response::Error(e));
+            return;
+        }
+    };
+    let dummy = AtomicU64::new(0);
+    let index = match cap.open_index(&IndexOptions::default(), false, &dummy) {
+        Ok(i) => i,
+        Err(e) => {
+            let _ = tx.send(Response::Error(format!("index: {e}")));
+            return;
+        }
+    };
+    let seeker = cap.seeker(&index.file);
+    let mut functions = function_list(&cap);
+    if !functions.is_empty() {
+        let _ = tx.send(Response::Functions(functions.clone()));
+    }
+    let mut counted = functions.is_empty();
+    loop {
+        // Count function entries when idle: one pass over the trace, given
+        // up for any request and resumed afterwards from the start.
+        let req = if counted {
+            match rx.recv() {
+                Ok(r) => r,
+                Err(_) => break,
+            }
+        } else {
+            match rx.try_recv() {
+                Ok(r) => r,
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    counted = count_entries(&seeker, &mut functions, &progress);
+                    if counted {
+                        let _ = tx.send(Response::Functions(functions.clone()));
+                    }
+                    continue;
+                }
+                Err(_) => break,
+            }
+        };
+        progress.request_waiting.store(false, Ordering::Relaxed);
+        match req {
+            Request::Quit => break,
+            Request::Find { generation, from, dir, what, label } => {
+                let result = find(&seeker, &progress, generation, from, dir, &what);
+                if progress.find_generation.load(Ordering::Relaxed) == generation {
+                    let _ = tx.send(Response::Found { generation, result, label });
+                }
+            }
+            Request::Export { request } => {
+                progress.export_cancel.store(false, Ordering::Relaxed);
+                progress.export_done.store(0, Ordering::Relaxed);
+                progress.export_total.store(request.to.saturating_sub(request.from), Ordering::Relaxed);
+                let r = crate::export::export(&cap, &seeker, &request, &progress.export_done, &progress.export_cancel)
+                    .map_err(|e| e.to_string());
+                let _ = tx.send(Response::Exported(r));
+            }
+            Request::Page { .. } | Request::Source { .. } | Request::Expand { .. } => {}
+        }
+    }
+}
+
+fn function_list(cap: &Capture) -> Vec<FunctionInfo> {
+    let Some(sym) = &cap.symbols else { return Vec::new() };
+    sym.function_table()
+        .functions
+        .iter()
+        .map(|f| FunctionInfo { name: f.name.clone(), entries: f.ranges.iter().map(|r| r.start).collect(), count: None })
+        .collect()
+}
+
+/// Count how often the trace enters each function. Returns false when a
+/// request arrived first (the count is then redone later).
+fn count_entries(seeker: &Seeker<'_>, functions: &mut [FunctionInfo], progress: &Progress) -> bool {
+    let mut by_addr: HashMap<u64, usize> = HashMap::new();
+    for (i, f) in functions.iter().enumerate() {
+        for a in &f.entries {
+            by_addr.insert(*a, i);
+        }
+    }
+    let mut counts = vec![0u64; functions.len()];
+    let mut interrupted = false;
+    let mut n = 0u64;
+    let r = seeker.run_from(0, |e| {
+        if let ElementKind::InstrRange { start, .. } = e.element.kind {
+            if let Some(&i) = by_addr.get(&start) {
+                counts[i] += 1;
+            }
+        }
+        n += 1;
+        // Peek for requests now and then without consuming them.
+        if n % 65536 == 0 && progress.request_waiting.load(Ordering::Relaxed) {
+            interrupted = true;
+            return false;
+        }
+        true
+    });
+    if r.is_err() || interrupted {
+        return false;
+    }
+    for (f, c) in functions.iter_mut().zip(counts) {
+        f.count = Some(c);
+    }
+    true
+}
+
+fn matches(what: &FindWhat, e: &crate::element::Element) -> bool {
+    use ElementKind as K;
+    match what {
+        FindWhat::Exception => matches!(e.kind, K::Exception { .. }),
+        FindWhat::Gap => matches!(e.kind, K::NoSync(_) | K::TraceOn(_) | K::EndOfTrace(_) | K::AddrNotAccessible { .. } | K::AddrUnknown),
+        FindWhat::Entry(starts) => matches!(e.kind, K::InstrRange { start, .. } if starts.contains(&start)),
+        FindWhat::Address(a) => matches!(e.kind, K::InstrRange { start, end, .. } if start <= *a && *a < end),
+        _ => false,
+    }
+}
+
+/// Search from element `from` (exclusive) in `dir`.
+fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, dir: Dir, what: &FindWhat) -> Option<u64> {
+    let stale = || progress.find_generation.load(Ordering::Relaxed) != generation;
+    if let FindWhat::Target(t) = what {
+        return seeker.find(t).ok().flatten();
+    }
+    let index = seeker.index();
+    let n = index.len();
+    let k0 = seeker.checkpoint_for(&SeekTarget::Element(from));
+    match dir {
+        Dir::Forward => {
+            let mut found = None;
+            let mut depth = 0i64;
+            let mut checked = 0u64;
+            let _ = seeker.run_events_from(k0, |number, ev| {
+                checked += 1;
+                if checked % 4096 == 0 {
+                    progress.find_at.store(number, Ordering::Relaxed);
+                    if stale() {
+                        return false;
+                    }
+                }
+                if number <= from {
+                    return true;
+                }
+                let hit = match (what, ev) {
+                    (FindWhat::Speculation, Event::Spec { record, .. }) => record.state != SpecState::Committed,
+                    (FindWhat::Return { trace_id, addr }, Event::Element { element, .. }) if element.trace_id == *trace_id => {
+                        match element.kind {
+                            ElementKind::InstrRange { start, .. } if start == *addr && depth <= 0 => true,
+                            ElementKind::InstrRange { end, last_subtype, executed: true, .. } => {
+                                use crate::element::InstrSubtype as S;
+                                match last_subtype {
+                                    S::BranchLink if end != *addr => depth += 1,
+                                    S::Return | S::ImpliedReturn => depth -= 1,
+                                    _ => {}
+                                }
+                                false
+                            }
+                            _ => false,
+                        }
+                    }
+                    (_, Event::Element { element, .. }) => matches(what, element),
+                    _ => false,
+                };
+                if hit {
+                    found = Some(number);
+                }
+                !hit
+            });
+            found
+        }
+        Dir::Backward => {
+            // Segment by segment towards the start: the last hit before
+            // `from` in the nearest segment that has one.
+            let mut k = k0 as i64;
+            while k >= 0 {
+                let ku = k as usize;
+                let end = if ku + 1 < n { index.checkpoint(ku + 1).elements_before } else { u64::MAX };
+                let mut last = None;
+                let _ = seeker.run_events_from(ku, |number, ev| {
+                    if number >= from || number >= end {
+                        return false;
+                    }
+                    let hit = match (what, ev) {
+                        (FindWhat::Speculation, Event::Spec { record, .. }) => record.state != SpecState::Committed,
+                        (_, Event::Element { element, .. }) => matches(what, element),
+                        _ => false,
+                    };
+                    if hit {
+                        last = Some(number);
+                    }
+                    true
+                });
+                if last.is_some() {
+                    return last;
+                }
+                progress.find_at.store(index.checkpoint(ku).elements_before, Ordering::Relaxed);
+                if stale() {
+                    return None;
+                }
+                k -= 1;
+            }
+            None
+        }
+    }
+}
