@@ -8,6 +8,7 @@
 
 pub mod capture;
 pub mod element;
+pub mod export;
 pub mod frame;
 pub mod image;
 pub mod index;
