@@ -432,11 +432,10 @@ pub fn write_json_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// One JSON object (no newline) with the element's typed fields.
-pub fn write_json(out: &mut String, e: &Element) {
+/// The element kind as JSON and CSV exports name it (`instr_range`, ...).
+pub fn kind_name(kind: &ElementKind) -> &'static str {
     use ElementKind as K;
-    let _ = write!(out, "{{\"index\":{},\"id\":{},\"type\":", e.index, e.trace_id);
-    let kind = match e.kind {
+    match kind {
         K::NoSync(_) => "no_sync",
         K::TraceOn(_) => "trace_on",
         K::PeContext(_) => "pe_context",
@@ -454,8 +453,14 @@ pub fn write_json(out: &mut String, e: &Element) {
         K::MemTrans(_) => "memtrans",
         K::Instrumentation { .. } => "instrumentation",
         K::EndOfTrace(_) => "end_of_trace",
-    };
-    let _ = write!(out, "\"{kind}\"");
+    }
+}
+
+/// One JSON object (no newline) with the element's typed fields.
+pub fn write_json(out: &mut String, e: &Element) {
+    use ElementKind as K;
+    let _ = write!(out, "{{\"index\":{},\"id\":{},\"type\":", e.index, e.trace_id);
+    let _ = write!(out, "\"{}\"", kind_name(&e.kind));
     match e.kind {
         K::NoSync(r) | K::EndOfTrace(r) => {
             let _ = write!(out, ",\"reason\":\"{}\"", r.text());

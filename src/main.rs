@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use tracesight::element::{self, ElementKind};
+use tracesight::export::{self as export_lib, jsonl, ExportFormat, ExportRequest};
 use tracesight::index;
 use tracesight::symbols;
 use tracesight::input::{Snapshot, TraceFile};
@@ -63,6 +64,9 @@ enum Command {
     /// Build (or refresh) the index of a capture and describe it: checkpoints,
     /// elements, instructions and time span per trace ID.
     Index(IndexArgs),
+    /// Write a range of elements to a file: the OpenCSD listing, JSON lines,
+    /// CSV, or function slices for ui.perfetto.dev.
+    Export(ExportArgs),
     /// Print the function and file:line of each address, inline frames
     /// innermost first, in the layout of `addr2line -a -f -i -C`.
     Symbolize(SymbolizeArgs),
@@ -151,6 +155,39 @@ struct DecodeArgs {
 }
 
 #[derive(clap::Args)]
+struct ExportArgs {
+    /// OpenCSD snapshot directory.
+    path: PathBuf,
+    /// First element: an element number, instr:N, ts:VALUE, cc:VALUE,
+    /// off:BYTES, addr:HEX or fn:NAME (as decode --seek).
+    #[arg(long, value_name = "POS", default_value = "0")]
+    from: String,
+    /// Where to stop (that element is not written), a position as for
+    /// --from; default: the end of the trace.
+    #[arg(long, value_name = "POS", conflicts_with = "count")]
+    to: Option<String>,
+    /// Write this many elements (instead of --to).
+    #[arg(long)]
+    count: Option<u64>,
+    /// opencsd, jsonl, csv or perfetto; default: from the extension of the
+    /// output file (.txt, .jsonl, .csv, .json).
+    #[arg(long)]
+    format: Option<ExportFormat>,
+    /// The file to write (under a temporary name, renamed when complete).
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: PathBuf,
+    /// ELF files of the program image and symbols, as for decode (repeatable).
+    #[arg(long = "image", value_name = "ELF[@ADDRESS]")]
+    images: Vec<String>,
+    /// Trace buffer, by its name in trace.ini (default: the first).
+    #[arg(long)]
+    source: Option<String>,
+    /// Read dstream_coresight buffers as DSTREAM captures.
+    #[arg(long)]
+    dstream: bool,
+}
+
+#[derive(clap::Args)]
 struct IndexArgs {
     /// OpenCSD snapshot directory.
     path: PathBuf,
@@ -195,6 +232,7 @@ fn main() -> ExitCode {
         Some(Command::Info { path, images, functions }) => info(&path, &images, functions),
         Some(Command::Symbolize(args)) => symbolize(args),
         Some(Command::Index(args)) => index_command(args),
+        Some(Command::Export(args)) => export_command(args),
         Some(Command::Synth(args)) => tracesight::synth::cli::run(args),
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
@@ -455,10 +493,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                     if opencsd {
                         element::write_opencsd_line(&mut out.buf, e);
                     } else {
-                        element::write_json(&mut out.buf, e);
-                        if let (Some(c), ElementKind::InstrRange { start, .. }) = (cursor.as_mut(), &e.kind) {
-                            write_json_location(&mut out.buf, c.locate(*start));
-                        }
+                        jsonl::write_element(&mut out.buf, None, e, cursor.as_mut());
                         out.buf.push('\n');
                     }
                     if let Err(e) = out.maybe_flush() {
@@ -558,30 +593,6 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     Ok(if failure.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-/// Add `function`, `offset`, `file` and `line` (those known) to a JSON
-/// object just written (its closing brace is replaced).
-fn write_json_location(out: &mut String, loc: symbols::Location<'_>) {
-    if loc.function.is_none() && loc.file.is_none() {
-        return;
-    }
-    if out.ends_with('}') {
-        out.pop();
-    }
-    if let Some(f) = loc.function {
-        out.push_str(",\"function\":");
-        element::write_json_string(out, f.name());
-        out.push_str(&format!(",\"offset\":{}", loc.offset));
-    }
-    if let Some(file) = loc.file {
-        out.push_str(",\"file\":");
-        element::write_json_string(out, file);
-        if loc.line != 0 {
-            out.push_str(&format!(",\"line\":{}", loc.line));
-        }
-    }
-    out.push('}');
-}
-
 fn spec_kind_text(k: SpecKind) -> &'static str {
     match k {
         SpecKind::Atom { executed: true } => "atom E",
@@ -634,20 +645,26 @@ fn write_spec_json(out: &mut String, r: &SpecRecord) {
     out.push_str("}\n");
 }
 
-/// Progress of an index build on standard error, when it is a terminal.
-fn with_progress<T>(total: u64, f: impl FnOnce(&std::sync::atomic::AtomicU64) -> T) -> T {
+/// Progress of a long job on standard error, when it is a terminal: `f`
+/// stores its progress, `describe` turns it into the text shown. Jobs of less
+/// than `threshold` show nothing.
+fn with_progress<T>(
+    total: u64,
+    threshold: u64,
+    describe: impl Fn(u64) -> String + Sync,
+    f: impl FnOnce(&std::sync::atomic::AtomicU64) -> T,
+) -> T {
     use std::io::IsTerminal;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let done = AtomicU64::new(0);
     let finished = AtomicBool::new(false);
-    if !io::stderr().is_terminal() || total < (64 << 20) {
+    if !io::stderr().is_terminal() || total < threshold {
         return f(&done);
     }
     std::thread::scope(|sc| {
         sc.spawn(|| {
             while !finished.load(Ordering::Relaxed) {
-                let d = done.load(Ordering::Relaxed);
-                eprint!("\rtracesight: indexing {:>5.1}% ({} of {} MiB)", d as f64 * 100.0 / total as f64, d >> 20, total >> 20);
+                eprint!("\rtracesight: {}", describe(done.load(Ordering::Relaxed)));
                 std::thread::sleep(std::time::Duration::from_millis(200));
             }
             eprint!("\r\x1b[K");
@@ -659,6 +676,85 @@ fn with_progress<T>(total: u64, f: impl FnOnce(&std::sync::atomic::AtomicU64) ->
 }
 
 use tracesight::capture::parse_number;
+
+fn index_progress(done: u64, total: u64) -> String {
+    format!("indexing {:>5.1}% ({} of {} MiB)", done as f64 * 100.0 / total.max(1) as f64, done >> 20, total >> 20)
+}
+
+/// `tracesight export`: a range of elements to a file, through the index.
+fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
+    let format = match args.format {
+        Some(f) => f,
+        None => ExportFormat::from_path(&args.output).ok_or_else(|| {
+            format!(
+                "{}: give --format (opencsd, jsonl, csv or perfetto); the file name does not say which",
+                args.output.display()
+            )
+        })?,
+    };
+    let copts = tracesight::capture::CaptureOptions {
+        images: args.images.clone(),
+        source: args.source.clone(),
+        dstream: args.dstream,
+        decoder: DecoderOptions {
+            instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
+            aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
+            ..DecoderOptions::default()
+        },
+        no_auto_images: false,
+    };
+    let cap = tracesight::capture::Capture::open(&args.path, &copts)?;
+    for w in &cap.warnings {
+        eprintln!("tracesight: warning: {w}");
+    }
+    let size = cap.file.bytes().len() as u64;
+    let idx = with_progress(size, 64 << 20, |d| index_progress(d, size), |p| {
+        cap.open_index(&index::IndexOptions::default(), false, p)
+    })?;
+    for r in &idx.rejected {
+        eprintln!("tracesight: index {r}");
+    }
+    let seeker = cap.seeker(&idx.file);
+    let total = idx.file.totals().elements;
+    let find = |flag: &str, pos: &str| -> Result<Option<u64>, String> {
+        let (target, fuzzy) = cap.parse_position(pos).map_err(|e| format!("--{flag} {e}"))?;
+        if let Some(name) = fuzzy {
+            eprintln!("tracesight: --{flag} {pos}: no function has that name; using the best match, {name}");
+        }
+        seeker.find(&target).map_err(|e| e.to_string())
+    };
+    let from = find("from", &args.from)?
+        .ok_or_else(|| format!("--from {}: no element there (the trace has {total} elements)", args.from))?;
+    let to = match (&args.to, args.count) {
+        // A position past the last element means the end of the trace.
+        (Some(pos), _) => find("to", pos)?.unwrap_or(total),
+        (None, Some(n)) => from.saturating_add(n).min(total),
+        (None, None) => total,
+    };
+    if to < from {
+        return Err(format!("--to {}: element {to} comes before the --from element {from}", args.to.unwrap_or_default()));
+    }
+    let req = ExportRequest { from, to, format, path: args.output.clone() };
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let todo = to - from;
+    let summary = with_progress(
+        todo,
+        1 << 20,
+        |d| format!("exporting {:>5.1}% ({d} of {todo} elements)", d as f64 * 100.0 / todo.max(1) as f64),
+        |p| export_lib::export(&cap, &seeker, &req, p, &cancel),
+    )
+    .map_err(|e| e.to_string())?;
+    if io::IsTerminal::is_terminal(&io::stderr()) {
+        eprintln!(
+            "tracesight: wrote elements {from}..{} ({} elements, {} bytes) to {}",
+            from + summary.elements,
+            summary.elements,
+            summary.bytes,
+            summary.path.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Open a buffer's index, building it (with progress on a terminal) when
 /// needed. The build reads the trace once: pages behind it are given back so
@@ -672,7 +768,8 @@ fn open_index(
 ) -> Result<index::Index, String> {
     let data = file.bytes();
     let mut released = 0usize;
-    with_progress(data.len() as u64, |p| {
+    let total = data.len() as u64;
+    with_progress(total, 64 << 20, |d| index_progress(d, total), |p| {
         index::open_or_build(plan, data, opts, iopts, rebuild, &mut |n| {
             p.store(n, std::sync::atomic::Ordering::Relaxed);
             let keep_from = (n as usize).saturating_sub(1 << 20);
@@ -747,14 +844,7 @@ fn seek_decode(
             if opencsd {
                 element::write_opencsd_line(&mut out.buf, n.element);
             } else {
-                element::write_json(&mut out.buf, n.element);
-                if out.buf.ends_with('}') {
-                    out.buf.pop();
-                    out.buf.push_str(&format!(",\"number\":{}}}", n.number));
-                }
-                if let (Some(c), ElementKind::InstrRange { start, .. }) = (cursor.as_deref_mut(), &n.element.kind) {
-                    write_json_location(&mut out.buf, c.locate(*start));
-                }
+                jsonl::write_element(&mut out.buf, Some(n.number), n.element, cursor.as_deref_mut());
                 out.buf.push('\n');
             }
             if let Err(e) = out.maybe_flush() {

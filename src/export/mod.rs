@@ -1,0 +1,343 @@
+//! Writing a range of decoded elements to a file: the OpenCSD listing, JSON
+//! lines, CSV, or function slices for Perfetto.
+//!
+//! [`export`] streams the range through the index (never the whole range in
+//! memory: ranges can hold billions of elements), reports progress, can be
+//! cancelled from another thread, and only ever leaves a complete file: it
+//! writes under a temporary name in the destination directory and renames it
+//! into place at the end, so an existing file at the destination survives a
+//! failed or cancelled export untouched.
+//!
+//! Elements are numbered as `decode --elements-only` lists them (all trace
+//! IDs together, from 0).
+
+pub mod csv;
+pub mod jsonl;
+pub mod perfetto;
+
+use std::fmt;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crate::capture::Capture;
+use crate::element::{self, Element};
+use crate::index::{IndexError, SeekTarget, Seeker};
+use crate::symbols::Cursor;
+
+/// File formats of an export.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ExportFormat {
+    /// One line per element exactly as `decode --elements-only` prints it
+    /// (element lines only: no header, footer or decoder messages).
+    Opencsd,
+    /// One JSON object per line, as `decode --seek --format jsonl` prints it.
+    Jsonl,
+    /// A header row, then one row per element.
+    Csv,
+    /// Chrome trace-event JSON of function activations (ui.perfetto.dev).
+    Perfetto,
+}
+
+impl ExportFormat {
+    pub const ALL: [ExportFormat; 4] = [ExportFormat::Opencsd, ExportFormat::Jsonl, ExportFormat::Csv, ExportFormat::Perfetto];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFormat::Opencsd => "opencsd",
+            ExportFormat::Jsonl => "jsonl",
+            ExportFormat::Csv => "csv",
+            ExportFormat::Perfetto => "perfetto",
+        }
+    }
+
+    /// The usual file extension (without the dot).
+    pub fn extension(self) -> &'static str {
+        match self {
+            ExportFormat::Opencsd => "txt",
+            ExportFormat::Jsonl => "jsonl",
+            ExportFormat::Csv => "csv",
+            ExportFormat::Perfetto => "json",
+        }
+    }
+
+    /// The format a file name's extension suggests, if any.
+    pub fn from_path(path: &Path) -> Option<ExportFormat> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        ExportFormat::ALL.into_iter().find(|f| f.extension() == ext)
+    }
+}
+
+impl fmt::Display for ExportFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ExportFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim().to_ascii_lowercase();
+        ExportFormat::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
+            format!("'{s}' is not an export format (expected opencsd, jsonl, csv or perfetto)")
+        })
+    }
+}
+
+/// What to export: elements `from..to` (`to` exclusive; past the end of the
+/// trace means up to its end) to `path`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportRequest {
+    pub from: u64,
+    pub to: u64,
+    pub format: ExportFormat,
+    pub path: PathBuf,
+}
+
+/// What an export wrote.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportSummary {
+    /// Elements written (fewer than requested when the trace ends first).
+    pub elements: u64,
+    /// Size of the file.
+    pub bytes: u64,
+    pub path: PathBuf,
+}
+
+/// Why an export failed. Nothing is left at the destination but what was
+/// there before.
+#[derive(Debug)]
+pub enum ExportError {
+    /// Creating, writing or renaming the file failed; `path` is the
+    /// destination.
+    Io { path: PathBuf, error: io::Error },
+    /// The cancel flag was set.
+    Cancelled,
+    /// The index could not be used.
+    Index(IndexError),
+    /// `from` is after `to`.
+    BadRange { from: u64, to: u64 },
+}
+
+impl fmt::Display for ExportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExportError::Io { path, error } => write!(f, "{}: {error}", path.display()),
+            ExportError::Cancelled => f.write_str("export cancelled"),
+            ExportError::Index(e) => write!(f, "{e}"),
+            ExportError::BadRange { from, to } => write!(f, "element range {from}..{to}: the start is after the end"),
+        }
+    }
+}
+
+impl std::error::Error for ExportError {}
+
+impl From<IndexError> for ExportError {
+    fn from(e: IndexError) -> Self {
+        ExportError::Index(e)
+    }
+}
+
+/// How many elements pass between looks at the cancel flag (and progress
+/// updates): often enough to stop within milliseconds.
+const CHECK_EVERY: u64 = 4096;
+
+/// Checkpoints decoded in one go before the decode is restarted at the
+/// checkpoint reached, which gives the trace pages read back to the system
+/// (a seeker releases them at the end of each run).
+const CHECKPOINTS_PER_RUN: usize = 64;
+
+/// Text is gathered in memory and written in pieces of about this size.
+const WRITE_SIZE: usize = 1 << 20;
+
+/// One output format: text for the start, each element and the end.
+trait Sink {
+    fn begin(&mut self, _out: &mut String) {}
+    fn element(&mut self, out: &mut String, number: u64, e: &Element);
+    fn end(&mut self, _out: &mut String) {}
+}
+
+struct OpencsdSink;
+
+impl Sink for OpencsdSink {
+    fn element(&mut self, out: &mut String, _number: u64, e: &Element) {
+        element::write_opencsd_line(out, e);
+    }
+}
+
+struct JsonlSink<'a> {
+    cursor: Option<Cursor<'a>>,
+}
+
+impl Sink for JsonlSink<'_> {
+    fn element(&mut self, out: &mut String, number: u64, e: &Element) {
+        jsonl::write_element(out, Some(number), e, self.cursor.as_mut());
+        out.push('\n');
+    }
+}
+
+/// A file being written under a temporary name beside its destination;
+/// removed again unless [`TempFile::commit`] renames it into place.
+struct TempFile {
+    tmp: PathBuf,
+    dest: PathBuf,
+    file: Option<std::fs::File>,
+    bytes: u64,
+}
+
+impl TempFile {
+    fn create(dest: &Path) -> Result<TempFile, ExportError> {
+        static SERIAL: AtomicU64 = AtomicU64::new(0);
+        let io_err = |error| ExportError::Io { path: dest.to_path_buf(), error };
+        let name = dest
+            .file_name()
+            .ok_or_else(|| io_err(io::Error::new(io::ErrorKind::InvalidInput, "not a file name")))?;
+        // Unique per process and per export, so concurrent exports (a viewer
+        // may run several) never share a temporary file.
+        let tmp = dest.with_file_name(format!(
+            ".{}.tmp-{}-{}",
+            name.to_string_lossy(),
+            std::process::id(),
+            SERIAL.fetch_add(1, Ordering::Relaxed)
+        ));
+        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io_err)?;
+        Ok(TempFile { tmp, dest: dest.to_path_buf(), file: Some(file), bytes: 0 })
+    }
+
+    fn write(&mut self, text: &mut String) -> Result<(), ExportError> {
+        if let Some(f) = &mut self.file {
+            f.write_all(text.as_bytes()).map_err(|error| ExportError::Io { path: self.dest.clone(), error })?;
+        }
+        self.bytes += text.len() as u64;
+        text.clear();
+        Ok(())
+    }
+
+    fn commit(mut self) -> Result<u64, ExportError> {
+        let io_err = |error| ExportError::Io { path: self.dest.clone(), error };
+        let f = self.file.take().expect("file open until commit");
+        // Errors that a close would swallow show up here instead.
+        f.sync_data().map_err(io_err)?;
+        drop(f);
+        std::fs::rename(&self.tmp, &self.dest).map_err(io_err)?;
+        self.tmp = PathBuf::new();
+        Ok(self.bytes)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        self.file = None;
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Write elements `req.from..req.to` of the capture to `req.path` in
+/// `req.format`. `progress` receives the number of elements written so far;
+/// setting `cancel` stops the export within a few thousand elements with
+/// [`ExportError::Cancelled`]. Symbols (function, file and line in JSON lines
+/// and CSV, slice names in Perfetto) come from `cap.symbols`.
+pub fn export(
+    cap: &Capture,
+    seeker: &Seeker<'_>,
+    req: &ExportRequest,
+    progress: &AtomicU64,
+    cancel: &AtomicBool,
+) -> Result<ExportSummary, ExportError> {
+    if req.from > req.to {
+        return Err(ExportError::BadRange { from: req.from, to: req.to });
+    }
+    progress.store(0, Ordering::Relaxed);
+    let cursor = || cap.symbols.as_ref().map(|s| s.cursor());
+    let mut sink: Box<dyn Sink + '_> = match req.format {
+        ExportFormat::Opencsd => Box::new(OpencsdSink),
+        ExportFormat::Jsonl => Box::new(JsonlSink { cursor: cursor() }),
+        ExportFormat::Csv => Box::new(csv::CsvSink::new(cursor())),
+        ExportFormat::Perfetto => {
+            let cancelled = || cancel.load(Ordering::Relaxed);
+            let base = perfetto::time_base(seeker, req.from, req.to, &cancelled)?.ok_or(ExportError::Cancelled)?;
+            let mut meta = vec![
+                ("generator", format!("tracesight {}", env!("CARGO_PKG_VERSION"))),
+                ("snapshot", cap.path.display().to_string()),
+                ("buffer", cap.plan.buffer.name.clone()),
+                ("from_element", req.from.to_string()),
+                ("time_base", base.name().to_string()),
+            ];
+            if let perfetto::TimeBase::Timestamp { origin } = base {
+                meta.push(("time_origin", origin.to_string()));
+            }
+            let process = format!("{} ({})", cap.path.display(), cap.plan.buffer.name);
+            Box::new(perfetto::PerfettoSink::new(cursor(), base, process, meta))
+        }
+    };
+    let mut file = TempFile::create(&req.path)?;
+    let mut text = String::with_capacity(WRITE_SIZE + (64 << 10));
+    sink.begin(&mut text);
+    let written = stream(seeker, req.from, req.to, progress, cancel, |number, e| {
+        sink.element(&mut text, number, e);
+        if text.len() >= WRITE_SIZE {
+            file.write(&mut text)?;
+        }
+        Ok(())
+    })?;
+    sink.end(&mut text);
+    file.write(&mut text)?;
+    let bytes = file.commit()?;
+    progress.store(written, Ordering::Relaxed);
+    Ok(ExportSummary { elements: written, bytes, path: req.path.clone() })
+}
+
+/// Call `on` with each element `from..to` in order; the number written.
+fn stream(
+    seeker: &Seeker<'_>,
+    from: u64,
+    to: u64,
+    progress: &AtomicU64,
+    cancel: &AtomicBool,
+    mut on: impl FnMut(u64, &Element) -> Result<(), ExportError>,
+) -> Result<u64, ExportError> {
+    let mut next = from;
+    let mut failed = None;
+    while next < to {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(ExportError::Cancelled);
+        }
+        let k = seeker.checkpoint_for(&SeekTarget::Element(next));
+        let mut more = false;
+        seeker.run_from(k, |n| {
+            if n.number < next {
+                return true;
+            }
+            if n.number >= to {
+                return false;
+            }
+            if let Err(e) = on(n.number, n.element) {
+                failed = Some(e);
+                return false;
+            }
+            next = n.number + 1;
+            if (next - from) % CHECK_EVERY == 0 {
+                progress.store(next - from, Ordering::Relaxed);
+                if cancel.load(Ordering::Relaxed) {
+                    failed = Some(ExportError::Cancelled);
+                    return false;
+                }
+                if seeker.checkpoint_for(&SeekTarget::Element(next)) >= k + CHECKPOINTS_PER_RUN {
+                    more = true;
+                    return false;
+                }
+            }
+            true
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        if !more {
+            break;
+        }
+    }
+    Ok(next - from)
+}

@@ -1,0 +1,318 @@
+//! Function activations as Chrome trace-event JSON, the format
+//! ui.perfetto.dev and chrome://tracing load.
+//!
+//! One track per trace ID (`pid` 1, `tid` = trace ID). Slices are `B`/`E`
+//! pairs rebuilt from the element stream of each trace ID:
+//!
+//! - A range whose last instruction is an executed branch with link is a
+//!   call: the next range opens a slice named after the function containing
+//!   its start.
+//! - A range whose last instruction is an executed return (`RET`, or an A32/T32
+//!   implied return such as `BX LR`) closes the innermost function slice.
+//! - A range met while no function slice is innermost (the start of the
+//!   export, after a gap, after returning out of the outermost known function,
+//!   at the start of an exception handler) opens a slice for its function: its
+//!   caller is unknown, so it sits at the outermost level (or directly inside
+//!   the exception).
+//! - An exception opens a slice `exception 0xNN`, closed with everything
+//!   inside it by the next exception return; a call in flight when the
+//!   exception was taken is resumed after it. An exception return with no
+//!   exception open (taken before the export starts) closes every slice.
+//!   ERET ranges are not returns: the EXCEPTION_RET element that follows
+//!   them is.
+//! - Gaps close every slice: no-sync, trace-on (trace resumed after a filter,
+//!   an overflow or a restart), end of trace, unreachable code (ADDR_NACC),
+//!   an unknown address (ETMv3) and ranges without path information (ETE Q
+//!   elements), since calls and returns inside them are not known. So does a
+//!   change of context ID or VMID (another process), and a nesting deeper than
+//!   [`MAX_DEPTH`] (runaway calls, such as a stack switch that never returns).
+//! - At the end of the exported range every slice still open is closed at the
+//!   last time of its track, so every `B` has its `E`.
+//!
+//! Tail calls (plain branches to another function) stay in the caller's slice.
+//!
+//! Time (`ts`) is, in order of preference: the timestamp, counted from the
+//! first timestamp of the exported range (elements of a trace ID before its
+//! first timestamp are placed at that origin); the cumulative cycle count of
+//! the trace ID; the element number. `otherData.time_base` says which. The
+//! viewers read `ts` as microseconds, so one tick shows as 1 µs. Time never
+//! goes backwards within a track (a timestamp lower than one already written
+//! is written as the earlier one).
+
+use crate::element::{self, Element, ElementKind, InstrSubtype};
+use crate::index::{IndexError, SeekTarget, Seeker};
+use crate::symbols::Cursor;
+use crate::textout;
+
+/// Nesting depth beyond which a track is reset (see the module notes).
+pub const MAX_DEPTH: usize = 512;
+
+/// What `ts` counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeBase {
+    /// Trace timestamps minus `origin`.
+    Timestamp { origin: u64 },
+    /// Cumulative cycle count of the trace ID.
+    Cycles,
+    /// Element number.
+    Element,
+}
+
+impl TimeBase {
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeBase::Timestamp { .. } => "timestamp",
+            TimeBase::Cycles => "cycles",
+            TimeBase::Element => "element",
+        }
+    }
+}
+
+/// The time base of elements `from..to`: timestamps when any element of the
+/// range has one, else cycle counts when any has one, else element numbers.
+/// The index finds the first timestamped element without decoding up to it;
+/// from there at most the range itself is read, stopping at the first hit.
+pub fn time_base(
+    seeker: &Seeker<'_>,
+    from: u64,
+    to: u64,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<Option<TimeBase>, IndexError> {
+    if let Some(first) = seeker.find(&SeekTarget::Timestamp(0))? {
+        if first < to {
+            let at = first.max(from);
+            let mut origin = None;
+            let mut stop = false;
+            seeker.run_from(seeker.checkpoint_for(&SeekTarget::Element(at)), |n| {
+                if n.number < at {
+                    return true;
+                }
+                if n.number >= to {
+                    return false;
+                }
+                if cancelled() {
+                    stop = true;
+                    return false;
+                }
+                origin = n.element.time.timestamp;
+                origin.is_none()
+            })?;
+            if stop {
+                return Ok(None);
+            }
+            if let Some(origin) = origin {
+                return Ok(Some(TimeBase::Timestamp { origin }));
+            }
+        }
+    }
+    // Cycle counts are cumulative: one before the end means the range has them.
+    if seeker.find(&SeekTarget::Cycles(1))?.is_some_and(|n| n < to) {
+        return Ok(Some(TimeBase::Cycles));
+    }
+    Ok(Some(TimeBase::Element))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Frame {
+    Function,
+    /// An exception, with whether a call was in flight when it was taken.
+    Exception { pending_call: bool },
+}
+
+/// Where an event happens: track, time and the element behind it.
+#[derive(Clone, Copy)]
+struct At {
+    tid: u8,
+    ts: u64,
+    number: u64,
+}
+
+#[derive(Default)]
+struct Track {
+    seen: bool,
+    stack: Vec<Frame>,
+    /// The last range ended with an executed call.
+    pending_call: bool,
+    last_ts: u64,
+    /// Context ID and VMID last reported.
+    context: (Option<u32>, Option<u32>),
+}
+
+pub(super) struct PerfettoSink<'a> {
+    cursor: Option<Cursor<'a>>,
+    base: TimeBase,
+    tracks: Vec<Track>,
+    first: bool,
+    /// Written into `otherData`.
+    meta: Vec<(&'static str, String)>,
+    process: String,
+}
+
+impl<'a> PerfettoSink<'a> {
+    /// `process` names the one process track (the capture); `meta` goes
+    /// into `otherData`.
+    pub fn new(cursor: Option<Cursor<'a>>, base: TimeBase, process: String, meta: Vec<(&'static str, String)>) -> Self {
+        PerfettoSink { cursor, base, tracks: (0..128).map(|_| Track::default()).collect(), first: true, meta, process }
+    }
+
+    /// Start one event object (with the separator before it).
+    fn event(&mut self, out: &mut String, ph: char, tid: u8, ts: u64) {
+        out.push_str(if self.first { "\n" } else { ",\n" });
+        self.first = false;
+        out.push_str("{\"ph\":\"");
+        out.push(ph);
+        out.push_str("\",\"pid\":1,\"tid\":");
+        textout::dec(out, tid as u64);
+        out.push_str(",\"ts\":");
+        textout::dec(out, ts);
+    }
+
+    fn begin_slice(&mut self, out: &mut String, at: At, frame: Frame, name: &str, addr: Option<u64>) {
+        let At { tid, ts, number } = at;
+        if self.tracks[tid as usize].stack.len() >= MAX_DEPTH {
+            self.close_all(out, tid, ts);
+        }
+        self.event(out, 'B', tid, ts);
+        out.push_str(",\"name\":");
+        element::write_json_string(out, name);
+        out.push_str(match frame {
+            Frame::Function => ",\"cat\":\"function\",\"args\":{",
+            Frame::Exception { .. } => ",\"cat\":\"exception\",\"args\":{",
+        });
+        if let Some(a) = addr {
+            out.push_str("\"address\":\"0x");
+            textout::hex(out, a, 0);
+            out.push_str("\",");
+        }
+        out.push_str("\"element\":");
+        textout::dec(out, number);
+        out.push_str("}}");
+        self.tracks[tid as usize].stack.push(frame);
+    }
+
+    fn end_slice(&mut self, out: &mut String, tid: u8, ts: u64) -> Option<Frame> {
+        let f = self.tracks[tid as usize].stack.pop()?;
+        self.event(out, 'E', tid, ts);
+        out.push('}');
+        Some(f)
+    }
+
+    fn close_all(&mut self, out: &mut String, tid: u8, ts: u64) {
+        while self.end_slice(out, tid, ts).is_some() {}
+        self.tracks[tid as usize].pending_call = false;
+    }
+
+    fn time(&self, number: u64, e: &Element) -> u64 {
+        let last = self.tracks[e.trace_id as usize].last_ts;
+        let t = match self.base {
+            TimeBase::Timestamp { origin } => e.time.timestamp.map_or(last, |t| t.saturating_sub(origin)),
+            TimeBase::Cycles => e.time.total_cycles,
+            TimeBase::Element => number,
+        };
+        t.max(last)
+    }
+
+    fn enter_function(&mut self, out: &mut String, at: At, addr: u64) {
+        let mut name = String::new();
+        match self.cursor.as_mut().and_then(|c| c.locate(addr).function) {
+            Some(f) => name.push_str(f.name()),
+            None => {
+                name.push_str("0x");
+                textout::hex(&mut name, addr, 0);
+            }
+        }
+        self.begin_slice(out, at, Frame::Function, &name, Some(addr));
+    }
+}
+
+impl super::Sink for PerfettoSink<'_> {
+    fn begin(&mut self, out: &mut String) {
+        out.push_str("{\"otherData\":{");
+        for (i, (k, v)) in self.meta.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            element::write_json_string(out, k);
+            out.push(':');
+            element::write_json_string(out, v);
+        }
+        out.push_str("},\"traceEvents\":[");
+        self.event(out, 'M', 0, 0);
+        out.push_str(",\"name\":\"process_name\",\"args\":{\"name\":");
+        element::write_json_string(out, &self.process);
+        out.push_str("}}");
+    }
+
+    fn element(&mut self, out: &mut String, number: u64, e: &Element) {
+        let tid = e.trace_id & 0x7f;
+        let ts = self.time(number, e);
+        let track = &mut self.tracks[tid as usize];
+        track.last_ts = ts;
+        if !track.seen {
+            track.seen = true;
+            self.event(out, 'M', tid, 0);
+            out.push_str(",\"name\":\"thread_name\",\"args\":{\"name\":\"trace ID 0x");
+            textout::hex(out, tid as u64, 2);
+            out.push_str("\"}}");
+        }
+        let at = At { tid, ts, number };
+        use ElementKind as K;
+        match e.kind {
+            K::InstrRange { start, executed, last_subtype, .. } => {
+                let t = &self.tracks[tid as usize];
+                if t.pending_call || t.stack.last() != Some(&Frame::Function) {
+                    self.enter_function(out, at, start);
+                }
+                let t = &mut self.tracks[tid as usize];
+                t.pending_call = executed && last_subtype == InstrSubtype::BranchLink;
+                let returns = matches!(last_subtype, InstrSubtype::Return | InstrSubtype::ImpliedReturn);
+                if executed && returns && t.stack.last() == Some(&Frame::Function) {
+                    self.end_slice(out, tid, ts);
+                }
+            }
+            K::Exception { number: n, .. } => {
+                let pending_call = std::mem::take(&mut self.tracks[tid as usize].pending_call);
+                let name = format!("exception 0x{n:02x}");
+                self.begin_slice(out, at, Frame::Exception { pending_call }, &name, None);
+            }
+            K::ExceptionReturn => {
+                let t = &self.tracks[tid as usize];
+                if t.stack.iter().any(|f| matches!(f, Frame::Exception { .. })) {
+                    while let Some(f) = self.end_slice(out, tid, ts) {
+                        if let Frame::Exception { pending_call } = f {
+                            self.tracks[tid as usize].pending_call = pending_call;
+                            break;
+                        }
+                    }
+                } else {
+                    self.close_all(out, tid, ts);
+                }
+            }
+            K::PeContext(c) => {
+                let t = &mut self.tracks[tid as usize];
+                let changed = |a: Option<u32>, b: Option<u32>| a.is_some() && b.is_some() && a != b;
+                let (ctx, vmid) = t.context;
+                let other = changed(ctx, c.context_id) || changed(vmid, c.vmid);
+                t.context = (c.context_id.or(ctx), c.vmid.or(vmid));
+                if other {
+                    self.close_all(out, tid, ts);
+                }
+            }
+            K::NoSync(_)
+            | K::TraceOn(_)
+            | K::EndOfTrace(_)
+            | K::AddrNotAccessible { .. }
+            | K::AddrUnknown
+            | K::RangeNoPath { .. } => self.close_all(out, tid, ts),
+            _ => {}
+        }
+    }
+
+    fn end(&mut self, out: &mut String) {
+        for tid in 0..self.tracks.len() as u8 {
+            let ts = self.tracks[tid as usize].last_ts;
+            self.close_all(out, tid, ts);
+        }
+        out.push_str("\n]}\n");
+    }
+}
