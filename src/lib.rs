@@ -17,3 +17,4 @@ pub mod session;
 pub mod symbols;
 pub mod synth;
 pub mod textout;
+pub mod tui;
