@@ -415,7 +415,7 @@ fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     }
     let title = match (&view.status, &view.file, view.line) {
         (SourceStatus::Ok, Some(file), Some(line)) => format!(" {}:{} ", short_path(file), line),
-        (SourceStatus::SourceNotFound { file }, _, _) => format!(" source not found: {} ", short_path(file)),
+        (SourceStatus::SourceNotFound { file, .. }, _, _) => format!(" source not found: {} ", short_path(file)),
         (SourceStatus::NoDebugInfo, _, _) => " no debug info ".to_string(),
         (SourceStatus::NoSymbols, _, _) => " no symbols for this address ".to_string(),
         _ => " source ".to_string(),

@@ -287,7 +287,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
     let _ = tx.send(Response::Indexed(indexed_summary(&index.file)));
     let _ = ready.send(());
     let seeker = cap.seeker(&index.file);
-    let resolver = super::sourceview::default_resolver(&cap.path);
+    let mut resolver = super::sourceview::default_resolver(&cap.path);
     while let Ok(req) = rx.recv() {
         let resp = match req {
             Request::Quit => break,
@@ -296,8 +296,8 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
                 Err(e) => Response::Error(e),
             },
             Request::Source { addr, window, disasm } => {
-                let view = super::sourceview::source_view(cap.symbols.as_ref(), &resolver, addr, &window, 12);
                 let space = crate::element::MemSpace::ANY;
+                let view = super::sourceview::source_view(cap.symbols.as_ref(), &mut resolver, &cap.plan.image, space, addr, &window, 12);
                 let lines = disasm
                     .map(|r| super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &r, Some(addr), 64))
                     .unwrap_or_default();
