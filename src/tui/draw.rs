@@ -275,11 +275,17 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     if wide {
         header.push_str(&format!("{:>14} ", "time"));
     }
-    header.push_str(&format!("{:<2} {:<5} {:<12} {:<func_w$} element", "id", "ctx", "address", "function"));
+    // Narrow screens drop the address column: the brief range text has it.
+    let addr_col = inner_w >= 100;
+    header.push_str(&format!("{:<2} {:<5} ", "id", "ctx"));
+    if addr_col {
+        header.push_str(&format!("{:<12} ", "address"));
+    }
+    header.push_str(&format!("{:<func_w$} element", "function"));
     lines.push(Line::from(Span::styled(header, Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED))));
     let selection = app.selection().filter(|_| app.anchor.is_some() || matches!(app.mode, Mode::Export { .. }));
     for p in app.visible() {
-        let mut line = row_line(app, p, num_w, func_w, wide, pal);
+        let mut line = row_line(app, p, num_w, func_w, wide, addr_col, pal);
         let selected = selection.is_some_and(|(a, b)| p.number >= a && p.number < b);
         if selected {
             line = line.patch_style(if pal.color { Style::default().bg(Color::DarkGray) } else { Style::default().add_modifier(Modifier::UNDERLINED) });
@@ -303,7 +309,7 @@ fn fit(s: &str, w: usize) -> String {
     }
 }
 
-fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, pal: Palette) -> Line<'static> {
+fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col: bool, pal: Palette) -> Line<'static> {
     let Some(entry) = app.entry(p.number) else {
         return Line::from(Span::styled(format!("{:<4} {:>num_w$} …", "", p.number), Style::default().add_modifier(Modifier::DIM)));
     };
@@ -351,12 +357,10 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, pal: Pal
         spans.push(Span::styled(t, Style::default().add_modifier(Modifier::DIM)));
     }
     let addr = r.addr.map(|a| format!("{a:#x}")).unwrap_or_default();
-    spans.push(Span::raw(format!(
-        "{:02x} {:<5} {:<12} ",
-        r.trace_id,
-        fit(r.context.as_deref().unwrap_or("?"), 5),
-        fit(&addr, 12)
-    )));
+    spans.push(Span::raw(format!("{:02x} {:<5} ", r.trace_id, fit(r.context.as_deref().unwrap_or("?"), 5))));
+    if addr_col {
+        spans.push(Span::raw(format!("{:<12} ", fit(&addr, 12))));
+    }
     spans.push(Span::styled(fit(r.function.as_deref().unwrap_or(""), func_w), pal.accent()));
     spans.push(Span::raw(" "));
     let style = if r.state == RowState::Plain || r.state == RowState::Committed { pal.kind(r.kind) } else { pal.state(r.state) };
@@ -365,7 +369,8 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, pal: Pal
         _ if r.kind == RowKind::Range => "▸ ",
         _ => "",
     };
-    spans.push(Span::styled(format!("{marker}{}", r.text), style));
+    let text = if wide { &r.text } else { &r.brief };
+    spans.push(Span::styled(format!("{marker}{text}"), style));
     Line::from(spans)
 }
 
@@ -524,13 +529,26 @@ pub const KEYS: &[(&str, &str)] = &[
 ];
 
 fn draw_help(f: &mut Frame<'_>, pal: Palette) {
-    let area = centered(f.area(), 76, KEYS.len() as u16 + 4);
-    let mut lines: Vec<Line> = KEYS
-        .iter()
-        .map(|(k, d)| Line::from(vec![Span::styled(format!(" {k:<10}"), pal.accent().add_modifier(Modifier::BOLD)), Span::raw(format!(" {d}"))]))
-        .collect();
+    let screen = f.area();
+    // Two columns when one would not fit: every key stays visible at 80x24.
+    let cols = if (KEYS.len() as u16 + 3) <= screen.height { 1 } else { 2 };
+    let rows = KEYS.len().div_ceil(cols);
+    let width = if cols == 1 { 76 } else { screen.width };
+    let area = centered(screen, width, rows as u16 + 3);
+    let col_w = (area.width.saturating_sub(2) as usize) / cols;
+    let mut lines: Vec<Line> = Vec::new();
+    for r in 0..rows {
+        let mut spans = Vec::new();
+        for c in 0..cols {
+            if let Some((k, d)) = KEYS.get(c * rows + r) {
+                spans.push(Span::styled(format!(" {k:<9}"), pal.accent().add_modifier(Modifier::BOLD)));
+                spans.push(Span::raw(fit(&format!(" {d}"), col_w.saturating_sub(10))));
+            }
+        }
+        lines.push(Line::from(spans));
+    }
     lines.push(Line::from(Span::styled(
-        " states: cmt committed · spec unresolved · canc canceled · corr corrected · disc discarded · lost",
+        fit(" states: cmt committed · spec unresolved · canc canceled · corr corrected · disc discarded · lost", area.width.saturating_sub(2) as usize),
         Style::default().add_modifier(Modifier::DIM),
     )));
     f.render_widget(Clear, area);

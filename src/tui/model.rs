@@ -103,6 +103,9 @@ pub struct ElemRow {
     pub function: Option<String>,
     /// The element as text, without OpenCSD's index/ID prefix.
     pub text: String,
+    /// A shorter text for narrow screens (ranges without what the address
+    /// and function columns already say).
+    pub brief: String,
 }
 
 /// A speculative element whose fate was not a plain commit.
@@ -194,6 +197,21 @@ pub fn elem_row(number: u64, e: &Element, speculative: bool, context: Option<&Pe
     let mut text = String::new();
     crate::element::write_opencsd_element(&mut text, e);
     let text = text.strip_prefix("OCSD_GEN_TRC_ELEM_").map(str::to_string).unwrap_or(text);
+    let brief = match e.kind {
+        K::InstrRange { start, end, count, last_type, executed, .. } => {
+            let t = match last_type {
+                InstrType::Branch => "BR",
+                InstrType::IndirectBranch => "iBR",
+                InstrType::Isb => "ISB",
+                InstrType::DsbDmb => "DSB",
+                InstrType::WfiWfe => "WFI",
+                InstrType::Tstart => "TSTART",
+                InstrType::Other => "--",
+            };
+            format!("[{start:#x},{end:#x}) {count}i {t} {}", if executed { 'E' } else { 'N' })
+        }
+        _ => text.clone(),
+    };
     let context = match e.kind {
         K::PeContext(c) => Some(context_name(&c)),
         _ => context.map(context_name),
@@ -215,5 +233,6 @@ pub fn elem_row(number: u64, e: &Element, speculative: bool, context: Option<&Pe
         is_return,
         function: None,
         text,
+        brief,
     }
 }

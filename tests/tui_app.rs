@@ -1,0 +1,314 @@
+//! The viewer, headless: the app is driven with actions against real worker
+//! threads on the bundled demo, its state is checked, and frames drawn on a
+//! test backend are compared with reviewed snapshots (insta).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use ratatui::Terminal;
+use tracesight::capture::CaptureOptions;
+use tracesight::tui::app::{Action, App, Mode};
+use tracesight::tui::draw::{draw_with, Palette};
+use tracesight::tui::model::{RowKind, RowState, View};
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/snapshot")
+}
+
+fn open(size: (u16, u16)) -> App {
+    let mut app = tracesight::tui::spawn(&demo(), &CaptureOptions::default(), size);
+    wait(&mut app, "the index", |a| a.indexed.is_some());
+    settle(&mut app);
+    app
+}
+
+/// Pump worker answers until `done` holds (the workers are real threads).
+fn wait(app: &mut App, what: &str, done: impl Fn(&App) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        app.pump();
+        if done(app) {
+            return;
+        }
+        if let Some(e) = &app.error {
+            panic!("waiting for {what}: {e}");
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Until every visible row is decoded and the source pane follows the cursor.
+fn settle(app: &mut App) {
+    wait(app, "the visible rows", |a| a.visible().iter().all(|p| a.entry(p.number).is_some()));
+    if app.cursor_addr().is_some() {
+        wait(app, "the source pane", |a| a.source.as_ref().is_some_and(|(v, _)| Some(v.addr) == a.cursor_addr()));
+    }
+}
+
+fn act(app: &mut App, actions: &[Action]) {
+    for a in actions {
+        app.update(*a);
+    }
+}
+
+fn typed(app: &mut App, text: &str) {
+    for c in text.chars() {
+        app.update(Action::Input(c));
+    }
+}
+
+fn screen(app: &App, pal: Palette) -> (String, ratatui::buffer::Buffer) {
+    let (w, h) = app.size;
+    let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+    term.draw(|f| draw_with(app, f, pal)).unwrap();
+    let buf = term.backend().buffer().clone();
+    let mut s = String::new();
+    for y in 0..h {
+        for x in 0..w {
+            s.push_str(buf[(x, y)].symbol());
+        }
+        s.push('\n');
+    }
+    (s, buf)
+}
+
+const PLAIN: Palette = Palette { color: false };
+const COLOR: Palette = Palette { color: true };
+
+fn goto(app: &mut App, n: u64) {
+    app.update(Action::Goto);
+    typed(app, &n.to_string());
+    app.update(Action::Submit);
+    assert_eq!(app.cursor.number, n);
+    settle(app);
+}
+
+fn found(app: &mut App) {
+    wait(app, "a search", |a| a.finding.is_none());
+    settle(app);
+}
+
+#[test]
+fn snapshots_at_80x24_and_160x48() {
+    for size in [(80u16, 24u16), (160, 48)] {
+        let tag = format!("{}x{}", size.0, size.1);
+        let mut app = open(size);
+        insta::assert_snapshot!(format!("first_screen_{tag}"), screen(&app, PLAIN).0);
+        // In main's inlined callees: source with an inline chain and counts.
+        goto(&mut app, 1_000_000);
+        insta::assert_snapshot!(format!("element_1000000_source_{tag}"), screen(&app, PLAIN).0);
+        act(&mut app, &[Action::ToggleDisasm]);
+        insta::assert_snapshot!(format!("element_1000000_disassembly_{tag}"), screen(&app, PLAIN).0);
+        act(&mut app, &[Action::ToggleDisasm, Action::ToggleView]);
+        settle(&mut app);
+        insta::assert_snapshot!(format!("element_1000000_speculation_{tag}"), screen(&app, PLAIN).0);
+        act(&mut app, &[Action::ToggleView, Action::Expand]);
+        wait(&mut app, "the instructions", |a| a.expanded.is_some());
+        insta::assert_snapshot!(format!("element_1000000_expanded_{tag}"), screen(&app, PLAIN).0);
+        act(&mut app, &[Action::Expand]);
+        act(&mut app, &[Action::Help]);
+        insta::assert_snapshot!(format!("help_{tag}"), screen(&app, PLAIN).0);
+        act(&mut app, &[Action::Cancel, Action::Search]);
+        wait(&mut app, "the function list", |a| !a.functions.is_empty() && a.functions.iter().all(|f| f.count.is_some()));
+        typed(&mut app, "hash");
+        insta::assert_snapshot!(format!("search_hash_{tag}"), screen(&app, PLAIN).0);
+    }
+}
+
+#[test]
+fn speculation_states_have_their_own_colors() {
+    let mut app = open((160, 48));
+    goto(&mut app, 1000);
+    act(&mut app, &[Action::ToggleView]);
+    settle(&mut app);
+    let (text, buf) = screen(&app, COLOR);
+    let mut seen = std::collections::HashMap::new();
+    for (y, line) in text.lines().enumerate() {
+        for (tag, state) in [("cmt ", RowState::Committed), ("canc", RowState::Canceled), ("corr", RowState::Corrected)] {
+            // The state column is the first inside the list's border.
+            if line.chars().skip(1).take(4).collect::<String>() == tag {
+                seen.insert(tag, (buf[(1, y as u16)].fg, state));
+            }
+        }
+    }
+    let pal = COLOR;
+    for tag in ["cmt ", "canc", "corr"] {
+        let (fg, state) = seen.get(tag).unwrap_or_else(|| panic!("no {tag} row on screen:\n{text}"));
+        assert_eq!(Some(*fg), pal.state(*state).fg, "{tag}");
+    }
+    assert_eq!(seen["cmt "].0, Color::Green);
+    assert_eq!(seen["canc"].0, Color::Red);
+    assert_eq!(seen["corr"].0, Color::Magenta);
+    // Without color every cell keeps the terminal's own colors; the tags remain.
+    let (plain, pbuf) = screen(&app, PLAIN);
+    assert!(plain.contains("canc") && plain.contains("corr"));
+    for y in 0..48 {
+        for x in 0..160 {
+            assert_eq!(pbuf[(x, y)].fg, Color::Reset, "NO_COLOR cell ({x},{y})");
+        }
+    }
+}
+
+#[test]
+fn navigation_search_marks_history_and_selection() {
+    let mut app = open((120, 40));
+    // Function search jumps to the first entry; n finds no second one.
+    act(&mut app, &[Action::Search]);
+    wait(&mut app, "the function list", |a| !a.functions.is_empty());
+    typed(&mut app, "main");
+    let Mode::Search { hits, .. } = &app.mode else { panic!("search mode") };
+    assert_eq!(app.functions[hits[0].function].name, "main");
+    app.update(Action::Submit);
+    found(&mut app);
+    let main_at = app.cursor.number;
+    let row = app.entry(main_at).unwrap().row.clone();
+    assert_eq!(row.kind, RowKind::Range);
+    assert_eq!(row.function.as_deref(), Some("main"));
+    assert!(app.message.contains("main: element"), "{}", app.message);
+
+    // An address search repeats with n / N.
+    act(&mut app, &[Action::Goto]);
+    typed(&mut app, "fn:hash_djb");
+    app.update(Action::Submit);
+    found(&mut app);
+    let first = app.cursor.number;
+    assert_eq!(app.entry(first).unwrap().row.function.as_deref(), Some("hash_djb"));
+    act(&mut app, &[Action::NextMatch]);
+    found(&mut app);
+    let second = app.cursor.number;
+    assert!(second > first);
+    assert_eq!(app.entry(second).unwrap().row.function.as_deref(), Some("hash_djb"));
+    act(&mut app, &[Action::PrevMatch]);
+    found(&mut app);
+    assert_eq!(app.cursor.number, first);
+
+    // History: back to `second`, then further back to main, then forward.
+    act(&mut app, &[Action::Back]);
+    assert_eq!(app.cursor.number, second);
+    act(&mut app, &[Action::Back, Action::Back]);
+    assert_eq!(app.cursor.number, main_at);
+    act(&mut app, &[Action::Forward]);
+    assert_eq!(app.cursor.number, first);
+
+    // Marks.
+    act(&mut app, &[Action::SetMark, Action::Input('a')]);
+    goto(&mut app, 20);
+    act(&mut app, &[Action::JumpMark, Action::Input('a')]);
+    assert_eq!(app.cursor.number, first);
+
+    // Selection: anchor, move, range.
+    settle(&mut app);
+    act(&mut app, &[Action::Anchor, Action::Down, Action::Down, Action::Down]);
+    assert_eq!(app.selection(), Some((first, first + 4)));
+    act(&mut app, &[Action::Cancel]);
+    assert_eq!(app.anchor, None);
+}
+
+#[test]
+fn exceptions_calls_and_expansion() {
+    let mut app = open((120, 40));
+    act(&mut app, &[Action::NextException]);
+    found(&mut app);
+    let ex = app.cursor.number;
+    assert_eq!(app.entry(ex).unwrap().row.kind, RowKind::Exception, "{}", app.message);
+    act(&mut app, &[Action::PrevException]);
+    found(&mut app);
+    assert!(app.cursor.number < ex || app.message.contains("not found"));
+
+    // From a call to its return: the first range back at the return address.
+    goto(&mut app, 1000);
+    let mut n = 1000;
+    let ret = loop {
+        let r = app.entry(n).map(|e| e.row.clone());
+        match r {
+            Some(r) if r.call_return.is_some() => break r.call_return.unwrap(),
+            Some(_) => n += 1,
+            None => {
+                goto(&mut app, n);
+            }
+        }
+    };
+    goto(&mut app, n);
+    act(&mut app, &[Action::CallReturn]);
+    found(&mut app);
+    assert!(app.cursor.number > n);
+    assert_eq!(app.entry(app.cursor.number).unwrap().row.addr, Some(ret));
+
+    // Enter expands a range into one line per instruction.
+    let count = app.entry(app.cursor.number).unwrap().row.instructions as usize;
+    act(&mut app, &[Action::Expand]);
+    wait(&mut app, "the instructions", |a| a.expanded.is_some());
+    let (_, lines) = app.expanded.clone().unwrap();
+    assert_eq!(lines.len(), count);
+    assert_eq!(lines[0].addr, ret);
+    act(&mut app, &[Action::Down]);
+    assert_eq!(app.cursor_addr(), Some(ret));
+    act(&mut app, &[Action::Expand]);
+    assert!(app.expanded.is_none());
+}
+
+#[test]
+fn speculation_view_inserts_records_and_keeps_the_element() {
+    let mut app = open((120, 40));
+    goto(&mut app, 1000);
+    act(&mut app, &[Action::ToggleView]);
+    assert_eq!(app.view, View::Speculation);
+    settle(&mut app);
+    assert_eq!(app.cursor.number, 1000);
+    let e = app.entry(1000).unwrap();
+    assert_eq!(app.cursor.sub as usize, e.pre.len(), "the cursor stays on the element line");
+    // Somewhere on screen a canceled record sits between elements.
+    let visible = app.visible();
+    assert!(visible.iter().any(|p| app.entry(p.number).is_some_and(|e| (p.sub as usize) < e.pre.len())));
+    act(&mut app, &[Action::NextSpec]);
+    found(&mut app);
+    assert!(!app.entry(app.cursor.number).unwrap().pre.is_empty() || app.cursor.number > 1000);
+}
+
+#[test]
+fn export_from_the_viewer_writes_the_selection() {
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-export-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut app = open((120, 40));
+    goto(&mut app, 100);
+    act(&mut app, &[Action::Anchor, Action::Down, Action::Down, Action::Export]);
+    let Mode::Export { from, to, .. } = app.mode.clone() else { panic!("export dialog") };
+    assert_eq!((from, to), (100, 103));
+    act(&mut app, &[Action::NextField]); // jsonl
+    let Mode::Export { file, .. } = app.mode.clone() else { panic!() };
+    assert_eq!(file, "tracesight-100-103.jsonl");
+    for _ in 0..file.len() {
+        app.update(Action::Backspace);
+    }
+    let path = dir.join("sel.jsonl");
+    typed(&mut app, path.to_str().unwrap());
+    app.update(Action::Submit);
+    wait(&mut app, "the export", |a| a.exporting.is_none());
+    assert!(app.message.starts_with("exported 3 elements"), "{}", app.message);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let numbers: Vec<u64> = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(numbers, vec![100, 101, 102]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn resize_reflows_and_keeps_the_cursor_visible() {
+    let mut app = open((160, 48));
+    goto(&mut app, 500);
+    for _ in 0..30 {
+        app.update(Action::Down);
+    }
+    let big = app.list_height();
+    app.update(Action::Resize(80, 24));
+    assert!(app.list_height() < big);
+    assert!(app.visible().contains(&app.cursor));
+    let (text, _) = screen(&app, PLAIN);
+    assert_eq!(text.lines().count(), 24);
+    assert!(text.lines().all(|l| l.chars().count() == 80));
+}
