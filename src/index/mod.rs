@@ -362,6 +362,48 @@ pub fn open_or_build(
     Err(IndexError::Write { path, error })
 }
 
+/// Feed `data` from `pos` to a runner, numbering elements from `number`,
+/// until `on` returns false or the trace ends; returns how far it read.
+fn drive<F>(mut r: Runner<'_>, data: &[u8], mut pos: usize, mut number: u64, on: &mut F) -> usize
+where
+    F: FnMut(u64, &Event<'_>) -> bool,
+{
+    let accepted = accepted_len(&r, data);
+    let more = std::cell::Cell::new(true);
+    let block = 64 * 1024;
+    let mut handler = |ev: Event<'_>| {
+        if more.get() {
+            more.set(on(number, &ev));
+        }
+        if let Event::Element { .. } = ev {
+            number += 1;
+        }
+    };
+    let mut stopped = false;
+    while more.get() && pos < accepted {
+        let end = (pos + block).min(accepted);
+        if !r.feed(&data[pos..end], &mut handler) {
+            stopped = true;
+            break;
+        }
+        pos = end;
+    }
+    if more.get() && !stopped && accepted == data.len() {
+        r.finish(&mut handler);
+    }
+    pos
+}
+
+/// Decode from the start without an index, numbering elements as a seek
+/// does: what a viewer can show while the index is still being built.
+pub fn run_events_from_start<F>(plan: &BufferPlan, data: &[u8], opts: &RunOptions, mut on: F)
+where
+    F: FnMut(u64, &Event<'_>) -> bool,
+{
+    let opts = index_run_options(opts);
+    drive(Runner::new(plan, &opts), data, 0, 0, &mut on);
+}
+
 /// Where a seek goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SeekTarget {
@@ -463,36 +505,12 @@ impl<'p> Seeker<'p> {
     {
         let cp = self.index.checkpoint(k);
         let state = self.index.state(k).map_err(|error| IndexError::BadState { checkpoint: k, error })?;
-        let mut r = if cp.offset == 0 && state.is_empty() {
+        let r = if cp.offset == 0 && state.is_empty() {
             Runner::new(self.plan, &self.opts)
         } else {
             Runner::resume(self.plan, &self.opts, state).map_err(|error| IndexError::BadState { checkpoint: k, error })?
         };
-        let accepted = accepted_len(&r, self.data);
-        let mut number = cp.elements_before;
-        let more = std::cell::Cell::new(true);
-        let mut pos = cp.offset as usize;
-        let block = 64 * 1024;
-        let mut handler = |ev: Event<'_>| {
-            if more.get() {
-                more.set(on(number, &ev));
-            }
-            if let Event::Element { .. } = ev {
-                number += 1;
-            }
-        };
-        let mut stopped = false;
-        while more.get() && pos < accepted {
-            let end = (pos + block).min(accepted);
-            if !r.feed(&self.data[pos..end], &mut handler) {
-                stopped = true;
-                break;
-            }
-            pos = end;
-        }
-        if more.get() && !stopped && accepted == self.data.len() {
-            r.finish(&mut handler);
-        }
+        let pos = drive(r, self.data, cp.offset as usize, cp.elements_before, &mut on);
         if let Some(f) = self.file {
             f.release(cp.offset as usize, pos);
         }

@@ -156,6 +156,8 @@ pub struct App {
     /// The search in flight: generation and what it looks for.
     pub finding: Option<(u64, String)>,
     pub exporting: Option<PathBuf>,
+    /// Before the index exists: how far the trace is known to go.
+    pub provisional: Option<u64>,
     pub message: String,
     pub size: (u16, u16),
     /// Timeline zoom: the visible part of the axis, as fractions of the whole.
@@ -192,6 +194,7 @@ impl App {
             functions: Vec::new(),
             finding: None,
             exporting: None,
+            provisional: None,
             message: String::new(),
             size,
             zoom: (0.0, 1.0),
@@ -199,8 +202,13 @@ impl App {
         }
     }
 
+    /// Elements in the trace; while the index builds, those known so far
+    /// (plus one, so that moving on asks for the next page).
     pub fn total(&self) -> Option<u64> {
-        self.indexed.as_ref().map(|i| i.elements)
+        match &self.indexed {
+            Some(i) => Some(i.elements),
+            None => self.provisional,
+        }
     }
 
     pub fn layout(&self) -> super::draw::Areas {
@@ -518,13 +526,22 @@ impl App {
 
     pub fn on_response(&mut self, r: Response) {
         match r {
-            Response::Opened(info) => self.info = Some(info),
+            Response::Opened(info) => {
+                self.info = Some(info);
+                self.provisional = Some(1);
+                self.request_visible();
+            }
             Response::Indexed(ix) => {
                 self.indexed = Some(ix);
                 self.request_visible();
             }
             Response::Page { view, page, entries } => {
                 self.pending.remove(&(view, page));
+                if self.indexed.is_none() {
+                    let end = page * PAGE + entries.len() as u64;
+                    let known = if entries.len() as u64 == PAGE { end + 1 } else { end };
+                    self.provisional = Some(self.provisional.unwrap_or(0).max(known));
+                }
                 self.pages.insert((view, page), Arc::new(entries));
                 self.page_order.push_back((view, page));
                 while self.page_order.len() > PAGE_CACHE {

@@ -263,6 +263,9 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         View::Speculation => "speculation",
     };
     let title = match total {
+        Some(t) if app.indexed.is_none() => {
+            format!(" elements · {view} view · {} of ≥{} (indexing) ", thousands(app.cursor.number), thousands(t.saturating_sub(1)))
+        }
         Some(t) => format!(" elements · {view} view · {} of {} ", thousands(app.cursor.number), thousands(t)),
         None => format!(" elements · {view} view "),
     };

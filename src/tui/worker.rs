@@ -175,9 +175,24 @@ pub fn indexed_summary(f: &IndexFile) -> Indexed {
 /// Decode the rows of one page (elements `page*PAGE ..`), with function
 /// names and, in the speculation view, the records decided before each.
 pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> Result<Vec<Entry>, String> {
+    let k = seeker.checkpoint_for(&SeekTarget::Element(page * PAGE));
+    let mut result = Ok(());
+    let entries = page_rows(cap, view, page, &mut |on| result = seeker.run_events_from(k, on).map_err(|e| e.to_string()));
+    result.map(|_| entries)
+}
+
+/// A page decoded from the start of the trace, before there is an index.
+pub fn build_page_unindexed(cap: &Capture, view: View, page: u64) -> Vec<Entry> {
+    page_rows(cap, view, page, &mut |on| crate::index::run_events_from_start(&cap.plan, cap.file.bytes(), &cap.opts, on))
+}
+
+type EventSink<'s> = &'s mut dyn FnMut(u64, &Event<'_>) -> bool;
+
+/// Rows of page `page` from a run that `run` starts (from a checkpoint or
+/// from the start) and feeds to the sink it is given.
+fn page_rows(cap: &Capture, view: View, page: u64, run: &mut dyn FnMut(EventSink<'_>)) -> Vec<Entry> {
     let first = page * PAGE;
     let last = first + PAGE;
-    let k = seeker.checkpoint_for(&SeekTarget::Element(first));
     let mut entries: Vec<Entry> = Vec::with_capacity(PAGE as usize);
     let mut pre = Vec::new();
     // Atoms committed per (trace ID, packet offset), oldest first, true when
@@ -192,8 +207,7 @@ pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> 
         .filter_map(|s| Some((s.trace_id?, matches!(s.kind, SourceKind::Etm4(_)))))
         .collect();
     let mut cursor = cap.symbols.as_ref().map(|s| s.cursor());
-    seeker
-        .run_events_from(k, |number, ev| {
+    run(&mut |number, ev| {
             if number >= last {
                 return false;
             }
@@ -242,9 +256,8 @@ pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> 
                 _ => {}
             }
             true
-        })
-        .map_err(|e| e.to_string())?;
-    Ok(entries)
+        });
+    entries
 }
 
 fn open_capture(path: &std::path::Path, copts: &CaptureOptions) -> Result<Capture, String> {
@@ -276,24 +289,63 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
     };
     progress.index_total.store(info.bytes, Ordering::Relaxed);
     let _ = tx.send(Response::Opened(info));
-    let index = match cap.open_index(&IndexOptions::default(), false, &progress.index_done) {
-        Ok(i) => i,
-        Err(e) => {
-            let _ = tx.send(Response::Error(format!("index: {e}")));
-            return;
-        }
-    };
-    progress.index_done.store(progress.index_total.load(Ordering::Relaxed), Ordering::Relaxed);
-    let _ = tx.send(Response::Indexed(indexed_summary(&index.file)));
-    let _ = ready.send(());
-    let seeker = cap.seeker(&index.file);
+    // The index is built on a thread of its own so that the start of the
+    // trace can be browsed meanwhile (decoded from the start, page by page).
+    let (built_tx, built_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    {
+        let (p, c, pr) = (path.clone(), copts.clone(), progress.clone());
+        std::thread::Builder::new()
+            .name("tracesight-indexer".into())
+            .spawn(move || {
+                let r = open_capture(&p, &c).and_then(|cap| cap.open_index(&IndexOptions::default(), false, &pr.index_done).map(|_| ()));
+                let _ = built_tx.send(r);
+            })
+            .expect("spawning a thread");
+    }
+    let mut index = None;
+    let mut ready = Some(ready);
     let mut resolver = super::sourceview::default_resolver(&cap.path);
-    while let Ok(req) = rx.recv() {
+    loop {
+        if index.is_none() {
+            match built_rx.try_recv() {
+                Ok(Ok(())) => {
+                    // Built (and written): open the file the indexer made.
+                    let none = AtomicU64::new(0);
+                    match cap.open_index(&IndexOptions::default(), false, &none) {
+                        Ok(i) => {
+                            progress.index_done.store(progress.index_total.load(Ordering::Relaxed), Ordering::Relaxed);
+                            let _ = tx.send(Response::Indexed(indexed_summary(&i.file)));
+                            if let Some(r) = ready.take() {
+                                let _ = r.send(());
+                            }
+                            index = Some(i);
+                        }
+                        Err(e) => {
+                            let _ = tx.send(Response::Error(format!("index: {e}")));
+                            return;
+                        }
+                    }
+                }
+                Ok(Err(e)) => {
+                    let _ = tx.send(Response::Error(format!("index: {e}")));
+                    return;
+                }
+                Err(_) => {}
+            }
+        }
+        let req = match rx.recv_timeout(std::time::Duration::from_millis(if index.is_none() { 20 } else { 1000 })) {
+            Ok(r) => r,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(_) => break,
+        };
         let resp = match req {
             Request::Quit => break,
-            Request::Page { view, page } => match build_page(&cap, &seeker, view, page) {
-                Ok(entries) => Response::Page { view, page, entries },
-                Err(e) => Response::Error(e),
+            Request::Page { view, page } => match &index {
+                Some(i) => match build_page(&cap, &cap.seeker(&i.file), view, page) {
+                    Ok(entries) => Response::Page { view, page, entries },
+                    Err(e) => Response::Error(e),
+                },
+                None => Response::Page { view, page, entries: build_page_unindexed(&cap, view, page) },
             },
             Request::Source { addr, window, disasm } => {
                 let space = crate::element::MemSpace::ANY;
