@@ -39,7 +39,7 @@
 //! goes backwards within a track (a timestamp lower than one already written
 //! is written as the earlier one).
 
-use crate::element::{self, Element, ElementKind, InstrSubtype};
+use crate::element::{self, Element, ElementKind, InstrSubtype, InstrType};
 use crate::index::{IndexError, SeekTarget, Seeker};
 use crate::symbols::Cursor;
 use crate::textout;
@@ -114,9 +114,16 @@ pub fn time_base(
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Frame {
-    Function,
-    /// An exception, with whether a call was in flight when it was taken.
-    Exception { pending_call: bool },
+    /// A function activation, with the address its caller continues at
+    /// (unknown for a function whose call was not seen).
+    Function { ret: Option<u64> },
+    /// An exception, with the return address of a call in flight when it was
+    /// taken.
+    Exception { pending_call: Option<u64> },
+}
+
+fn is_function(f: Option<&Frame>) -> bool {
+    matches!(f, Some(Frame::Function { .. }))
 }
 
 /// Where an event happens: track, time and the element behind it.
@@ -131,8 +138,12 @@ struct At {
 struct Track {
     seen: bool,
     stack: Vec<Frame>,
-    /// The last range ended with an executed call.
-    pending_call: bool,
+    /// The last range ended with an executed call: where it returns to.
+    pending_call: Option<u64>,
+    /// The last range ended with an executed indirect branch that is neither
+    /// a call nor a return instruction (a return through another register,
+    /// such as `BR X30`, looks like this).
+    after_indirect: bool,
     last_ts: u64,
     /// Context ID and VMID last reported.
     context: (Option<u32>, Option<u32>),
@@ -176,7 +187,7 @@ impl<'a> PerfettoSink<'a> {
         out.push_str(",\"name\":");
         element::write_json_string(out, name);
         out.push_str(match frame {
-            Frame::Function => ",\"cat\":\"function\",\"args\":{",
+            Frame::Function { .. } => ",\"cat\":\"function\",\"args\":{",
             Frame::Exception { .. } => ",\"cat\":\"exception\",\"args\":{",
         });
         if let Some(a) = addr {
@@ -199,7 +210,9 @@ impl<'a> PerfettoSink<'a> {
 
     fn close_all(&mut self, out: &mut String, tid: u8, ts: u64) {
         while self.end_slice(out, tid, ts).is_some() {}
-        self.tracks[tid as usize].pending_call = false;
+        let t = &mut self.tracks[tid as usize];
+        t.pending_call = None;
+        t.after_indirect = false;
     }
 
     fn time(&self, number: u64, e: &Element) -> u64 {
@@ -212,7 +225,7 @@ impl<'a> PerfettoSink<'a> {
         t.max(last)
     }
 
-    fn enter_function(&mut self, out: &mut String, at: At, addr: u64) {
+    fn enter_function(&mut self, out: &mut String, at: At, addr: u64, ret: Option<u64>) {
         let mut name = String::new();
         match self.cursor.as_mut().and_then(|c| c.locate(addr).function) {
             Some(f) => name.push_str(f.name()),
@@ -221,8 +234,21 @@ impl<'a> PerfettoSink<'a> {
                 textout::hex(&mut name, addr, 0);
             }
         }
-        self.begin_slice(out, at, Frame::Function, &name, Some(addr));
+        self.begin_slice(out, at, Frame::Function { ret }, &name, Some(addr));
     }
+}
+
+/// The depth to unwind to when execution continues at `addr`: below the
+/// innermost open call (inside the innermost exception) returning there.
+fn returns_to(stack: &[Frame], addr: u64) -> Option<usize> {
+    for (i, f) in stack.iter().enumerate().rev() {
+        match f {
+            Frame::Function { ret: Some(r) } if *r == addr => return Some(i),
+            Frame::Exception { .. } => return None,
+            _ => {}
+        }
+    }
+    None
 }
 
 impl super::Sink for PerfettoSink<'_> {
@@ -258,20 +284,42 @@ impl super::Sink for PerfettoSink<'_> {
         let at = At { tid, ts, number };
         use ElementKind as K;
         match e.kind {
-            K::InstrRange { start, executed, last_subtype, .. } => {
+            K::InstrRange { start, end, executed, last_type, last_subtype, .. } => {
+                let t = &mut self.tracks[tid as usize];
+                // A branch with link to the next instruction reads the PC; it
+                // is no call.
+                let call = t.pending_call.take().filter(|&ret| ret != start);
+                if call.is_none() && std::mem::take(&mut t.after_indirect) {
+                    // Only after an indirect branch: a direct branch to a return
+                    // address is a loop in a recursive function, not a return.
+                    if let Some(depth) = returns_to(&t.stack, start) {
+                        while self.tracks[tid as usize].stack.len() > depth {
+                            self.end_slice(out, tid, ts);
+                        }
+                    }
+                }
                 let t = &self.tracks[tid as usize];
-                if t.pending_call || t.stack.last() != Some(&Frame::Function) {
-                    self.enter_function(out, at, start);
+                if call.is_some() || !is_function(t.stack.last()) {
+                    self.enter_function(out, at, start, call);
                 }
                 let t = &mut self.tracks[tid as usize];
-                t.pending_call = executed && last_subtype == InstrSubtype::BranchLink;
-                let returns = matches!(last_subtype, InstrSubtype::Return | InstrSubtype::ImpliedReturn);
-                if executed && returns && t.stack.last() == Some(&Frame::Function) {
-                    self.end_slice(out, tid, ts);
+                if executed {
+                    match (last_type, last_subtype) {
+                        (_, InstrSubtype::BranchLink) => t.pending_call = Some(end),
+                        (_, InstrSubtype::Return | InstrSubtype::ImpliedReturn) => {
+                            if is_function(t.stack.last()) {
+                                self.end_slice(out, tid, ts);
+                            }
+                        }
+                        (InstrType::IndirectBranch, InstrSubtype::None) => t.after_indirect = true,
+                        _ => {}
+                    }
                 }
             }
             K::Exception { number: n, .. } => {
-                let pending_call = std::mem::take(&mut self.tracks[tid as usize].pending_call);
+                let t = &mut self.tracks[tid as usize];
+                t.after_indirect = false;
+                let pending_call = t.pending_call.take();
                 let name = format!("exception 0x{n:02x}");
                 self.begin_slice(out, at, Frame::Exception { pending_call }, &name, None);
             }
