@@ -16,18 +16,43 @@ fn demo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/demo/snapshot")
 }
 
-/// Fixture captures, when ../shared is there.
-fn fixture(name: &str) -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd").join(name);
-    p.is_dir().then_some(p)
+/// A copy of a fixture capture, when ../shared is there: an export writes
+/// the capture's index beside its trace, which must not land in the shared
+/// fixtures.
+fn fixture(name: &str, tag: &str) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd").join(name);
+    if !src.is_dir() {
+        return None;
+    }
+    let dst = scratch(tag).join(name);
+    copy_tree(&src, &dst);
+    Some(dst)
+}
+
+/// The scratch directory of one test (tests run in parallel).
+fn scratch(tag: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("tracesight-export-{tag}-{}", std::process::id()))
+}
+
+fn copy_tree(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &to);
+        } else if e.path().extension() != Some("tsidx".as_ref()) {
+            std::fs::copy(e.path(), &to).unwrap();
+        }
+    }
 }
 
 /// The demo and the fixtures that are present: ETE with timestamps, ETE
 /// without, ETMv4 with several trace IDs and decoder messages, PTM, ETMv3.
-fn captures() -> Vec<PathBuf> {
+fn captures(tag: &str) -> Vec<PathBuf> {
     let mut v = vec![demo()];
     let names = ["001-ack_test", "texit-poe2", "juno-ret-stck", "juno_r1_1", "tc2-ptm-rstk-t32", "TC2", "ts_bit64_set"];
-    let found: Vec<PathBuf> = names.iter().filter_map(|n| fixture(n)).collect();
+    let found: Vec<PathBuf> = names.iter().filter_map(|n| fixture(n, tag)).collect();
     if found.is_empty() {
         eprintln!("../shared/fixtures not found; only the demo is exported");
     }
@@ -40,9 +65,10 @@ fn tracesight(args: &[&str]) -> (bool, String, String) {
     (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
+/// An empty directory for a test's output (beside its fixture copies).
 fn tmpdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("tracesight-export-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
+    let d = scratch(tag).join("out");
+    let _ = std::fs::remove_dir_all(scratch(tag));
     std::fs::create_dir_all(&d).unwrap();
     d
 }
@@ -77,7 +103,7 @@ fn entries(dir: &Path) -> Vec<String> {
 fn opencsd_export_is_the_same_lines_as_decode() {
     let work = tmpdir("opencsd");
     let out = work.join("out.txt");
-    for snap in captures() {
+    for snap in captures("opencsd") {
         let want = decoded_elements(&snap);
         let n = want.len();
         assert!(n > 10, "{}", snap.display());
@@ -93,13 +119,14 @@ fn opencsd_export_is_the_same_lines_as_decode() {
         assert_eq!(got.lines().collect::<Vec<_>>(), want[n / 5..(n / 5 + 77).min(n)], "{}: --count", snap.display());
     }
     assert_eq!(entries(&work), ["out.txt"], "no temporary file is left");
+    let _ = std::fs::remove_dir_all(scratch("opencsd"));
 }
 
 #[test]
 fn jsonl_export_is_what_decode_seek_prints() {
     let work = tmpdir("jsonl");
     let out = work.join("out.jsonl");
-    for snap in captures() {
+    for snap in captures("jsonl") {
         let from = 5u64;
         let text = export_cli(&snap, &out, &["--from", "5", "--count", "3000"]);
         let mut expect = from;
@@ -126,6 +153,7 @@ fn jsonl_export_is_what_decode_seek_prints() {
             assert_eq!(text, printed, "{}", snap.display());
         }
     }
+    let _ = std::fs::remove_dir_all(scratch("jsonl"));
 }
 
 /// RFC 4180 rows: fields separated by commas, quoted fields may hold commas,
@@ -163,7 +191,7 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
 #[test]
 fn csv_export_has_a_header_and_one_row_per_element() {
     let work = tmpdir("csv");
-    for snap in captures() {
+    for snap in captures("csv") {
         let want = decoded_elements(&snap);
         let from = want.len() / 3;
         let count = 2500.min(want.len() - from);
@@ -192,6 +220,7 @@ fn csv_export_has_a_header_and_one_row_per_element() {
     tracesight::export::csv::write_field(&mut s, "f(a, \"b\")");
     s.push('\n');
     assert_eq!(parse_csv(&s), vec![vec!["f(a, \"b\")".to_string()]]);
+    let _ = std::fs::remove_dir_all(scratch("csv"));
 }
 
 /// Checks a Chrome trace-event file: B/E balanced and nested per track,
@@ -241,7 +270,7 @@ fn check_perfetto(text: &str, what: &str) -> (Vec<String>, String) {
 fn perfetto_export_is_balanced_nested_and_monotonic() {
     let work = tmpdir("perfetto");
     let out = work.join("trace.json");
-    for snap in captures() {
+    for snap in captures("perfetto") {
         let what = snap.display().to_string();
         let (names, base) = check_perfetto(&export_cli(&snap, &out, &[]), &what);
         assert!(!names.is_empty(), "{what}: no slices");
@@ -261,6 +290,7 @@ fn perfetto_export_is_balanced_nested_and_monotonic() {
             }
         }
     }
+    let _ = std::fs::remove_dir_all(scratch("perfetto"));
 }
 
 #[test]
@@ -293,6 +323,7 @@ fn failed_exports_leave_nothing_and_keep_existing_files() {
     let (ok, _, err) = tracesight(&["export", s, "-o", work.join("out.bin").to_str().unwrap()]);
     assert!(!ok && err.contains("--format"), "{err}");
     assert_eq!(entries(&work), ["keep.csv"]);
+    let _ = std::fs::remove_dir_all(scratch("fail"));
 }
 
 /// The demo capture with an index of 1 KiB checkpoints in `dir` (so an export
@@ -372,6 +403,7 @@ fn library_export_across_many_checkpoints_and_cancel() {
     let req = ExportRequest { from: 10, to: 5, format: ExportFormat::Csv, path: work.join("x.csv") };
     assert!(matches!(export(&cap, &seeker, &req, &progress, &never), Err(ExportError::BadRange { .. })));
     assert_eq!(entries(&work), ["demo.tsidx", "trace.json"]);
+    let _ = std::fs::remove_dir_all(scratch("lib"));
 }
 
 #[test]
