@@ -723,8 +723,13 @@ fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
         }
         seeker.find(&target).map_err(|e| e.to_string())
     };
-    let from = find("from", &args.from)?
-        .ok_or_else(|| format!("--from {}: no element there (the trace has {total} elements)", args.from))?;
+    let from = match find("from", &args.from)? {
+        Some(n) => n,
+        // The end itself is a valid start: an empty export (a trace with no
+        // elements still gives a well-formed file).
+        None if parse_number(&args.from).ok() == Some(total) => total,
+        None => return Err(format!("--from {}: no element there (the trace has {total} elements)", args.from)),
+    };
     let to = match (&args.to, args.count) {
         // A position past the last element means the end of the trace.
         (Some(pos), _) => find("to", pos)?.unwrap_or(total),

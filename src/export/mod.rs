@@ -251,6 +251,8 @@ pub fn export(
         return Err(ExportError::BadRange { from: req.from, to: req.to });
     }
     progress.store(0, Ordering::Relaxed);
+    // First, so that a destination that cannot be written fails at once.
+    let mut file = TempFile::create(&req.path)?;
     let cursor = || cap.symbols.as_ref().map(|s| s.cursor());
     let mut sink: Box<dyn Sink + '_> = match req.format {
         ExportFormat::Opencsd => Box::new(OpencsdSink),
@@ -273,7 +275,6 @@ pub fn export(
             Box::new(perfetto::PerfettoSink::new(cursor(), base, process, meta))
         }
     };
-    let mut file = TempFile::create(&req.path)?;
     let mut text = String::with_capacity(WRITE_SIZE + (64 << 10));
     sink.begin(&mut text);
     let written = stream(seeker, req.from, req.to, progress, cancel, |number, e| {

@@ -29,7 +29,15 @@
 //! - At the end of the exported range every slice still open is closed at the
 //!   last time of its track, so every `B` has its `E`.
 //!
-//! Tail calls (plain branches to another function) stay in the caller's slice.
+//! - A branch without link to the first instruction of another function (a
+//!   tail call, as through a PLT stub) ends the innermost function slice and
+//!   opens one for that function in its place, returning where the first one
+//!   would have. This needs symbols; without them a tail call stays in the
+//!   slice it came from.
+//! - An indirect branch (not a call, not a return instruction) to the return
+//!   address of an open call is a return through another register (`BR X30`):
+//!   the slices down to that call end.
+//! - A branch with link to the next instruction (reading the PC) is no call.
 //!
 //! Time (`ts`) is, in order of preference: the timestamp, counted from the
 //! first timestamp of the exported range (elements of a trace ID before its
@@ -39,7 +47,7 @@
 //! goes backwards within a track (a timestamp lower than one already written
 //! is written as the earlier one).
 
-use crate::element::{self, Element, ElementKind, InstrSubtype};
+use crate::element::{self, Element, ElementKind, InstrSubtype, InstrType};
 use crate::index::{IndexError, SeekTarget, Seeker};
 use crate::symbols::Cursor;
 use crate::textout;
@@ -114,9 +122,17 @@ pub fn time_base(
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Frame {
-    Function,
-    /// An exception, with whether a call was in flight when it was taken.
-    Exception { pending_call: bool },
+    /// A function activation, with the address its caller continues at
+    /// (unknown for a function whose call was not seen) and the function's
+    /// entry address (when a symbol covers it).
+    Function { ret: Option<u64>, entry: Option<u64> },
+    /// An exception, with the return address of a call in flight when it was
+    /// taken.
+    Exception { pending_call: Option<u64> },
+}
+
+fn is_function(f: Option<&Frame>) -> bool {
+    matches!(f, Some(Frame::Function { .. }))
 }
 
 /// Where an event happens: track, time and the element behind it.
@@ -127,12 +143,24 @@ struct At {
     number: u64,
 }
 
+/// How the last range of a track left its code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Exit {
+    /// Not by a branch we follow (or nothing since the last gap).
+    #[default]
+    Other,
+    /// An executed call, returning to the address given.
+    Call(u64),
+    /// An executed branch without link that is not a return instruction. An
+    /// indirect one may be a return through another register (`BR X30`).
+    Jump { indirect: bool },
+}
+
 #[derive(Default)]
 struct Track {
     seen: bool,
     stack: Vec<Frame>,
-    /// The last range ended with an executed call.
-    pending_call: bool,
+    exit: Exit,
     last_ts: u64,
     /// Context ID and VMID last reported.
     context: (Option<u32>, Option<u32>),
@@ -176,7 +204,7 @@ impl<'a> PerfettoSink<'a> {
         out.push_str(",\"name\":");
         element::write_json_string(out, name);
         out.push_str(match frame {
-            Frame::Function => ",\"cat\":\"function\",\"args\":{",
+            Frame::Function { .. } => ",\"cat\":\"function\",\"args\":{",
             Frame::Exception { .. } => ",\"cat\":\"exception\",\"args\":{",
         });
         if let Some(a) = addr {
@@ -199,7 +227,7 @@ impl<'a> PerfettoSink<'a> {
 
     fn close_all(&mut self, out: &mut String, tid: u8, ts: u64) {
         while self.end_slice(out, tid, ts).is_some() {}
-        self.tracks[tid as usize].pending_call = false;
+        self.tracks[tid as usize].exit = Exit::Other;
     }
 
     fn time(&self, number: u64, e: &Element) -> u64 {
@@ -212,17 +240,43 @@ impl<'a> PerfettoSink<'a> {
         t.max(last)
     }
 
-    fn enter_function(&mut self, out: &mut String, at: At, addr: u64) {
+    fn enter_function(&mut self, out: &mut String, at: At, addr: u64, ret: Option<u64>) {
         let mut name = String::new();
-        match self.cursor.as_mut().and_then(|c| c.locate(addr).function) {
+        let loc = self.cursor.as_mut().map(|c| c.locate(addr)).unwrap_or_default();
+        match loc.function {
             Some(f) => name.push_str(f.name()),
             None => {
                 name.push_str("0x");
                 textout::hex(&mut name, addr, 0);
             }
         }
-        self.begin_slice(out, at, Frame::Function, &name, Some(addr));
+        let entry = loc.function.map(|_| addr.wrapping_sub(loc.offset));
+        self.begin_slice(out, at, Frame::Function { ret, entry }, &name, Some(addr));
     }
+
+    /// Whether `addr` is the first instruction of a function other than the
+    /// one of the innermost slice: a branch there is a tail call.
+    fn tail_call_to(&mut self, tid: u8, addr: u64) -> bool {
+        let Some(&Frame::Function { entry, .. }) = self.tracks[tid as usize].stack.last() else {
+            return false;
+        };
+        let Some(c) = self.cursor.as_mut() else { return false };
+        let loc = c.locate(addr);
+        loc.function.is_some() && loc.offset == 0 && entry != Some(addr)
+    }
+}
+
+/// The depth to unwind to when execution continues at `addr`: below the
+/// innermost open call (inside the innermost exception) returning there.
+fn returns_to(stack: &[Frame], addr: u64) -> Option<usize> {
+    for (i, f) in stack.iter().enumerate().rev() {
+        match f {
+            Frame::Function { ret: Some(r), .. } if *r == addr => return Some(i),
+            Frame::Exception { .. } => return None,
+            _ => {}
+        }
+    }
+    None
 }
 
 impl super::Sink for PerfettoSink<'_> {
@@ -258,20 +312,50 @@ impl super::Sink for PerfettoSink<'_> {
         let at = At { tid, ts, number };
         use ElementKind as K;
         match e.kind {
-            K::InstrRange { start, executed, last_subtype, .. } => {
-                let t = &self.tracks[tid as usize];
-                if t.pending_call || t.stack.last() != Some(&Frame::Function) {
-                    self.enter_function(out, at, start);
+            K::InstrRange { start, end, executed, last_type, last_subtype, .. } => {
+                let exit = std::mem::take(&mut self.tracks[tid as usize].exit);
+                // A branch with link to the next instruction reads the PC; it
+                // is no call.
+                let call = match exit {
+                    Exit::Call(ret) if ret != start => Some(ret),
+                    _ => None,
+                };
+                if exit == (Exit::Jump { indirect: true }) {
+                    // Only after an indirect branch: a direct branch to a return
+                    // address is a loop in a recursive function, not a return.
+                    if let Some(depth) = returns_to(&self.tracks[tid as usize].stack, start) {
+                        while self.tracks[tid as usize].stack.len() > depth {
+                            self.end_slice(out, tid, ts);
+                        }
+                    }
+                }
+                if call.is_some() || !is_function(self.tracks[tid as usize].stack.last()) {
+                    self.enter_function(out, at, start, call);
+                } else if matches!(exit, Exit::Jump { .. }) && self.tail_call_to(tid, start) {
+                    // The callee returns to the caller's caller: it takes the
+                    // place of the slice it was branched to from.
+                    if let Some(Frame::Function { ret, .. }) = self.end_slice(out, tid, ts) {
+                        self.enter_function(out, at, start, ret);
+                    }
                 }
                 let t = &mut self.tracks[tid as usize];
-                t.pending_call = executed && last_subtype == InstrSubtype::BranchLink;
-                let returns = matches!(last_subtype, InstrSubtype::Return | InstrSubtype::ImpliedReturn);
-                if executed && returns && t.stack.last() == Some(&Frame::Function) {
-                    self.end_slice(out, tid, ts);
+                if executed {
+                    match (last_type, last_subtype) {
+                        (_, InstrSubtype::BranchLink) => t.exit = Exit::Call(end),
+                        (_, InstrSubtype::Return | InstrSubtype::ImpliedReturn) if is_function(t.stack.last()) => {
+                            self.end_slice(out, tid, ts);
+                        }
+                        (InstrType::Branch, InstrSubtype::None) => t.exit = Exit::Jump { indirect: false },
+                        (InstrType::IndirectBranch, InstrSubtype::None) => t.exit = Exit::Jump { indirect: true },
+                        _ => {}
+                    }
                 }
             }
             K::Exception { number: n, .. } => {
-                let pending_call = std::mem::take(&mut self.tracks[tid as usize].pending_call);
+                let pending_call = match std::mem::take(&mut self.tracks[tid as usize].exit) {
+                    Exit::Call(ret) => Some(ret),
+                    _ => None,
+                };
                 let name = format!("exception 0x{n:02x}");
                 self.begin_slice(out, at, Frame::Exception { pending_call }, &name, None);
             }
@@ -280,7 +364,7 @@ impl super::Sink for PerfettoSink<'_> {
                 if t.stack.iter().any(|f| matches!(f, Frame::Exception { .. })) {
                     while let Some(f) = self.end_slice(out, tid, ts) {
                         if let Frame::Exception { pending_call } = f {
-                            self.tracks[tid as usize].pending_call = pending_call;
+                            self.tracks[tid as usize].exit = pending_call.map_or(Exit::Other, Exit::Call);
                             break;
                         }
                     }
