@@ -717,12 +717,8 @@ impl App {
                     self.mode = Mode::Export { format, file, from, to };
                 }
                 Action::NextField => {
-                    let next = match format {
-                        ExportFormat::Opencsd => ExportFormat::Jsonl,
-                        ExportFormat::Jsonl => ExportFormat::Csv,
-                        ExportFormat::Csv => ExportFormat::Perfetto,
-                        ExportFormat::Perfetto => ExportFormat::Opencsd,
-                    };
+                    let all = ExportFormat::ALL;
+                    let next = all[(all.iter().position(|f| *f == format).unwrap_or(0) + 1) % all.len()];
                     // Keep a name the user typed; follow the format otherwise.
                     if file == default_export_name(from, to, format) {
                         file = default_export_name(from, to, next);
@@ -937,11 +933,5 @@ impl App {
 }
 
 pub fn default_export_name(from: u64, to: u64, format: ExportFormat) -> String {
-    let ext = match format {
-        ExportFormat::Opencsd => "txt",
-        ExportFormat::Jsonl => "jsonl",
-        ExportFormat::Csv => "csv",
-        ExportFormat::Perfetto => "json",
-    };
-    format!("tracesight-{from}-{to}.{ext}")
+    format!("tracesight-{from}-{to}.{}", format.extension())
 }

@@ -591,24 +591,13 @@ fn draw_search(app: &App, f: &mut Frame<'_>, list: Rect, pal: Palette) {
 fn draw_export(app: &App, f: &mut Frame<'_>, pal: Palette) {
     let Mode::Export { format, file, from, to } = &app.mode else { return };
     let area = centered(f.area(), 70, 7);
-    let name = |x: crate::export::ExportFormat| match x {
-        crate::export::ExportFormat::Opencsd => "opencsd",
-        crate::export::ExportFormat::Jsonl => "jsonl",
-        crate::export::ExportFormat::Csv => "csv",
-        crate::export::ExportFormat::Perfetto => "perfetto",
-    };
-    let formats: Vec<Span> = [
-        crate::export::ExportFormat::Opencsd,
-        crate::export::ExportFormat::Jsonl,
-        crate::export::ExportFormat::Csv,
-        crate::export::ExportFormat::Perfetto,
-    ]
+    let formats: Vec<Span> = crate::export::ExportFormat::ALL
     .into_iter()
     .map(|x| {
         if x == *format {
-            Span::styled(format!(" [{}] ", name(x)), pal.accent().add_modifier(Modifier::BOLD | Modifier::REVERSED))
+            Span::styled(format!(" [{}] ", x.name()), pal.accent().add_modifier(Modifier::BOLD | Modifier::REVERSED))
         } else {
-            Span::raw(format!("  {}  ", name(x)))
+            Span::raw(format!("  {}  ", x.name()))
         }
     })
     .collect();
