@@ -889,7 +889,10 @@ impl App {
     /// The axis range of the whole capture.
     pub fn axis_range(&self) -> Option<(u64, u64)> {
         let ix = self.indexed.as_ref()?;
-        let pick = |s: &super::worker::Segment| match self.axis() {
+        // Once, not per segment: finding the axis scans every segment when
+        // the capture has no timestamps, and per segment that is quadratic.
+        let axis = self.axis();
+        let pick = |s: &super::worker::Segment| match axis {
             Axis::Timestamp => s.ts,
             Axis::Cycles => s.cc,
             Axis::Elements => Some((s.elements_before, s.elements_before + s.elements)),
