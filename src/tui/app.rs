@@ -227,23 +227,41 @@ impl App {
         page.get((number % PAGE) as usize)
     }
 
-    fn want_page(&mut self, page: u64) {
-        let key = (self.view, page);
-        if self.pages.contains_key(&key) || self.pending.contains_key(&key) {
-            return;
-        }
-        if let Some(total) = self.total() {
-            if page * PAGE >= total {
-                return;
-            }
-        } else {
-            return;
-        }
-        self.pending.insert(key, ());
-        let _ = self.chans.pager.send(Request::Page { view: self.view, page });
+    fn page_exists(&self, page: u64) -> bool {
+        self.total().is_some_and(|t| page * PAGE < t)
     }
 
-    /// Ask for the pages the screen needs (and one either side).
+    fn page_missing(&self, page: u64) -> bool {
+        let key = (self.view, page);
+        self.page_exists(page) && !self.pages.contains_key(&key) && !self.pending.contains_key(&key)
+    }
+
+    /// Ask for the missing pages among `pages`, contiguous ones in one
+    /// request (decoded in one pass).
+    fn want_pages(&mut self, pages: impl Iterator<Item = u64>) {
+        let mut run: Option<(u64, u64)> = None;
+        let mut runs = Vec::new();
+        for p in pages {
+            if !self.page_missing(p) {
+                continue;
+            }
+            self.pending.insert((self.view, p), ());
+            run = match run {
+                Some((a, n)) if a + n == p => Some((a, n + 1)),
+                Some(r) => {
+                    runs.push(r);
+                    Some((p, 1))
+                }
+                None => Some((p, 1)),
+            };
+        }
+        runs.extend(run);
+        for (first, count) in runs {
+            let _ = self.chans.pager.send(Request::Pages { view: self.view, first, count });
+        }
+    }
+
+    /// Ask for the pages the screen needs, then one either side.
     pub fn request_visible(&mut self) {
         let Some(total) = self.total() else { return };
         if total == 0 {
@@ -252,30 +270,33 @@ impl App {
         let h = self.list_height() as u64;
         let first = self.top.number / PAGE;
         let last = (self.top.number + h).min(total - 1) / PAGE;
-        for p in first.saturating_sub(1)..=last + 1 {
-            self.want_page(p);
-        }
-        self.want_page(self.cursor.number / PAGE);
+        let cursor = self.cursor.number / PAGE;
+        self.want_pages((first..=last).chain(std::iter::once(cursor)));
+        self.want_pages([first.saturating_sub(1), last + 1].into_iter());
         self.ask_source();
+    }
+
+    /// Whether an answer from the workers is expected soon (the event loop
+    /// then looks for it more often).
+    pub fn waiting(&self) -> bool {
+        !self.pending.is_empty() || self.source_pending || self.expand_wanted.is_some() || self.finding.is_some()
     }
 
     /// Lines an element occupies in the list.
     pub fn lines_of(&self, number: u64) -> u32 {
-        let pre = if self.view == View::Speculation { self.entry(number).map_or(0, |e| e.pre.len() as u32) } else { 0 };
         let instrs = match &self.expanded {
             Some((n, lines)) if *n == number => lines.len() as u32,
             _ => 0,
         };
-        pre + 1 + instrs
+        self.elem_sub(number) + 1 + instrs
     }
 
-    /// The sub-line of the element row itself.
+    /// The sub-line of the element row itself: after the decoder messages
+    /// and, in the speculation view, the speculation records before it.
     pub fn elem_sub(&self, number: u64) -> u32 {
-        if self.view == View::Speculation {
-            self.entry(number).map_or(0, |e| e.pre.len() as u32)
-        } else {
-            0
-        }
+        let Some(e) = self.entry(number) else { return 0 };
+        let spec = if self.view == View::Speculation { e.pre.len() } else { 0 };
+        (e.notes.len() + spec) as u32
     }
 
     pub fn next_pos(&self, p: Pos) -> Option<Pos> {

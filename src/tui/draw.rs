@@ -316,9 +316,14 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
     let Some(entry) = app.entry(p.number) else {
         return Line::from(Span::styled(format!("{:<4} {:>num_w$} …", "", p.number), Style::default().add_modifier(Modifier::DIM)));
     };
-    let pre = if app.view == View::Speculation { entry.pre.len() as u32 } else { 0 };
+    let notes = entry.notes.len() as u32;
+    if p.sub < notes {
+        let text = format!("{:<4} {:>num_w$} ⚠ {}", "err", "", entry.notes[p.sub as usize]);
+        return Line::from(Span::styled(text, pal.kind(RowKind::Gap)));
+    }
+    let pre = notes + if app.view == View::Speculation { entry.pre.len() as u32 } else { 0 };
     if p.sub < pre {
-        let r = &entry.pre[p.sub as usize];
+        let r = &entry.pre[(p.sub - notes) as usize];
         let resolved = r.resolved.map_or("end of trace".to_string(), |o| format!("@{o}"));
         let text = format!(
             "{} {:>num_w$} {}{:02x} ↳ speculative {} #{} traced @{} → {} {}",

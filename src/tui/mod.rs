@@ -111,7 +111,10 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
             dirty = false;
             last_draw = Instant::now();
         }
-        if event::poll(Duration::from_millis(30)).map_err(|e| format!("terminal: {e}"))? {
+        // Terminal input and worker answers cannot be waited on together:
+        // poll briefly while an answer is due, so rows show as soon as decoded.
+        let wait = if app.waiting() { 2 } else { 30 };
+        if event::poll(Duration::from_millis(wait)).map_err(|e| format!("terminal: {e}"))? {
             let ev = event::read().map_err(|e| format!("terminal: {e}"))?;
             if let Event::Resize(w, h) = ev {
                 let _ = term.autoresize();

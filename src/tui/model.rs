@@ -119,9 +119,11 @@ pub struct SpecRow {
     pub resolved: Option<u64>,
 }
 
-/// An element and the speculation records decided just before it.
+/// An element, the decoder messages reported just before it, and the
+/// speculation records decided just before it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Entry {
+    pub notes: Vec<String>,
     pub pre: Vec<SpecRow>,
     pub row: ElemRow,
 }

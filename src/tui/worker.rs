@@ -64,7 +64,8 @@ pub enum Dir {
 }
 
 pub enum Request {
-    Page { view: View, page: u64 },
+    /// Pages `first..first + count` of a view.
+    Pages { view: View, first: u64, count: u64 },
     Source { addr: u64, window: Vec<super::sourceview::ExecutedRange>, disasm: Option<super::sourceview::ExecutedRange> },
     /// The instructions of a range, disassembled.
     Expand { number: u64, range: super::sourceview::ExecutedRange },
@@ -174,27 +175,34 @@ pub fn indexed_summary(f: &IndexFile) -> Indexed {
 
 /// Decode the rows of one page (elements `page*PAGE ..`), with function
 /// names and, in the speculation view, the records decided before each.
-pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> Result<Vec<Entry>, String> {
-    let k = seeker.checkpoint_for(&SeekTarget::Element(page * PAGE));
+/// Pages `first..first + count`, decoded in one pass from the checkpoint
+/// before the first (a screen often spans two pages).
+pub fn build_pages(cap: &Capture, seeker: &Seeker<'_>, view: View, first: u64, count: u64) -> Result<Vec<Vec<Entry>>, String> {
+    let k = seeker.checkpoint_for(&SeekTarget::Element(first * PAGE));
     let mut result = Ok(());
-    let entries = page_rows(cap, view, page, &mut |on| result = seeker.run_events_from(k, on).map_err(|e| e.to_string()));
-    result.map(|_| entries)
+    let pages = page_rows(cap, view, first, count, &mut |on| result = seeker.run_events_from(k, on).map_err(|e| e.to_string()));
+    result.map(|_| pages)
 }
 
-/// A page decoded from the start of the trace, before there is an index.
-pub fn build_page_unindexed(cap: &Capture, view: View, page: u64) -> Vec<Entry> {
-    page_rows(cap, view, page, &mut |on| crate::index::run_events_from_start(&cap.plan, cap.file.bytes(), &cap.opts, on))
+pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> Result<Vec<Entry>, String> {
+    build_pages(cap, seeker, view, page, 1).map(|mut v| v.pop().unwrap_or_default())
+}
+
+/// Pages decoded from the start of the trace, before there is an index.
+pub fn build_pages_unindexed(cap: &Capture, view: View, first: u64, count: u64) -> Vec<Vec<Entry>> {
+    page_rows(cap, view, first, count, &mut |on| crate::index::run_events_from_start(&cap.plan, cap.file.bytes(), &cap.opts, on))
 }
 
 type EventSink<'s> = &'s mut dyn FnMut(u64, &Event<'_>) -> bool;
 
 /// Rows of page `page` from a run that `run` starts (from a checkpoint or
 /// from the start) and feeds to the sink it is given.
-fn page_rows(cap: &Capture, view: View, page: u64, run: &mut dyn FnMut(EventSink<'_>)) -> Vec<Entry> {
-    let first = page * PAGE;
-    let last = first + PAGE;
-    let mut entries: Vec<Entry> = Vec::with_capacity(PAGE as usize);
+fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut dyn FnMut(EventSink<'_>)) -> Vec<Vec<Entry>> {
+    let first = first_page * PAGE;
+    let last = first + count * PAGE;
+    let mut entries: Vec<Entry> = Vec::with_capacity((count * PAGE) as usize);
     let mut pre = Vec::new();
+    let mut notes = Vec::new();
     // Atoms committed per (trace ID, packet offset), oldest first, true when
     // a Mispredict corrected it: the ranges of that packet take them in turn
     // (the decoder reports an atom's fate just before the range it yields).
@@ -239,7 +247,7 @@ fn page_rows(cap: &Capture, view: View, page: u64, run: &mut dyn FnMut(EventSink
                                 }
                             });
                         }
-                        entries.push(Entry { pre: std::mem::take(&mut pre), row });
+                        entries.push(Entry { notes: std::mem::take(&mut notes), pre: std::mem::take(&mut pre), row });
                     }
                 }
                 Event::Spec { record, .. } => {
@@ -253,11 +261,19 @@ fn page_rows(cap: &Capture, view: View, page: u64, run: &mut dyn FnMut(EventSink
                         pre.push(model::spec_row(record));
                     }
                 }
+                // Decoder errors are rows of their own, before the element
+                // that follows them.
+                Event::Message { text, .. } if number >= first => notes.push(text.trim_end().to_string()),
                 _ => {}
             }
             true
         });
-    entries
+    let mut pages: Vec<Vec<Entry>> = (0..count).map(|_| Vec::new()).collect();
+    for e in entries {
+        let k = ((e.row.number - first) / PAGE) as usize;
+        pages[k].push(e);
+    }
+    pages
 }
 
 fn open_capture(path: &std::path::Path, copts: &CaptureOptions) -> Result<Capture, String> {
@@ -340,13 +356,25 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
         };
         let resp = match req {
             Request::Quit => break,
-            Request::Page { view, page } => match &index {
-                Some(i) => match build_page(&cap, &cap.seeker(&i.file), view, page) {
-                    Ok(entries) => Response::Page { view, page, entries },
+            Request::Pages { view, first, count } => {
+                let pages = match &index {
+                    Some(i) => build_pages(&cap, &cap.seeker(&i.file), view, first, count),
+                    None => Ok(build_pages_unindexed(&cap, view, first, count)),
+                };
+                match pages {
+                    Ok(pages) => {
+                        let mut gone = false;
+                        for (k, entries) in pages.into_iter().enumerate() {
+                            gone |= tx.send(Response::Page { view, page: first + k as u64, entries }).is_err();
+                        }
+                        if gone {
+                            break;
+                        }
+                        continue;
+                    }
                     Err(e) => Response::Error(e),
-                },
-                None => Response::Page { view, page, entries: build_page_unindexed(&cap, view, page) },
-            },
+                }
+            }
             Request::Source { addr, window, disasm } => {
                 let space = crate::element::MemSpace::ANY;
                 let view = super::sourceview::source_view(cap.symbols.as_ref(), &mut resolver, &cap.plan.image, space, addr, &window, 12);
@@ -432,7 +460,7 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
                     .map_err(|e| e.to_string());
                 let _ = tx.send(Response::Exported(r));
             }
-            Request::Page { .. } | Request::Source { .. } | Request::Expand { .. } => {}
+            Request::Pages { .. } | Request::Source { .. } | Request::Expand { .. } => {}
         }
     }
 }
