@@ -312,3 +312,59 @@ fn resize_reflows_and_keeps_the_cursor_visible() {
     assert_eq!(text.lines().count(), 24);
     assert!(text.lines().all(|l| l.chars().count() == 80));
 }
+
+/// Copy a fixture so the index written beside its trace stays out of the
+/// shared directory.
+fn fixture_copy(name: &str) -> Option<PathBuf> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd").join(name);
+    if !src.is_dir() {
+        return None;
+    }
+    let dst = std::env::temp_dir().join(format!("tracesight-tui-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dst);
+    std::fs::create_dir_all(&dst).unwrap();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        if e.path().is_file() && !e.file_name().to_string_lossy().ends_with(".tsidx") {
+            std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+        }
+    }
+    Some(dst)
+}
+
+#[test]
+fn one_timeline_lane_per_trace_id() {
+    let Some(dir) = fixture_copy("juno_r1_1") else { return };
+    let mut app = tracesight::tui::spawn(&dir, &CaptureOptions::default(), (160, 48));
+    wait(&mut app, "the index", |a| a.indexed.is_some());
+    let ids: Vec<u8> = app.indexed.as_ref().unwrap().ids.iter().map(|i| i.trace_id).collect();
+    assert!(ids.len() > 1, "juno_r1_1 has several trace IDs");
+    wait(&mut app, "the lanes", |a| !a.lanes.is_empty());
+    let lane_ids: Vec<u8> = app.lanes.iter().map(|l| l.trace_id).collect();
+    assert_eq!(lane_ids, ids, "a lane for each trace ID with elements");
+    settle(&mut app);
+    let (text, _) = screen(&app, PLAIN);
+    for id in &ids {
+        assert!(text.lines().any(|l| l.starts_with(&format!("│{id:02x}  "))), "lane {id:02x} drawn:\n{text}");
+    }
+    insta::assert_snapshot!("juno_lanes_160x48", text);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn timeline_cursor_jumps_on_enter() {
+    let mut app = open((120, 40));
+    act(&mut app, &[Action::Timeline]);
+    let start = app.timeline_cursor.expect("the timeline has the keyboard");
+    for _ in 0..5 {
+        app.update(Action::PageDown);
+    }
+    let moved = app.timeline_cursor.unwrap();
+    assert!(moved > start);
+    assert_eq!(app.cursor.number, 0, "keys move the timeline cursor, not the list");
+    app.update(Action::Submit);
+    assert!(app.timeline_cursor.is_none());
+    found(&mut app);
+    assert!(app.cursor.number > 0, "jumped into the trace: {}", app.message);
+    let f = app.fraction_of(app.cursor.number).unwrap();
+    assert!((f - moved).abs() < 0.02, "landed at {f}, aimed at {moved}");
+}

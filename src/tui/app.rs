@@ -70,6 +70,10 @@ pub enum Action {
     Submit,
     Cancel,
     Resize(u16, u16),
+    /// Give the timeline the keyboard (or take it back).
+    Timeline,
+    Left,
+    Right,
 }
 
 /// A line of the list: speculation record `sub < pre` of an element, the
@@ -153,6 +157,8 @@ pub struct App {
     pub anchor: Option<u64>,
     pub last_search: Option<LastSearch>,
     pub functions: Vec<FunctionInfo>,
+    /// Per trace ID activity, once the background pass has run.
+    pub lanes: Vec<super::worker::Lane>,
     /// The search in flight: generation and what it looks for.
     pub finding: Option<(u64, String)>,
     pub exporting: Option<PathBuf>,
@@ -162,6 +168,9 @@ pub struct App {
     pub size: (u16, u16),
     /// Timeline zoom: the visible part of the axis, as fractions of the whole.
     pub zoom: (f64, f64),
+    /// The timeline's own cursor (a fraction of the visible part) while the
+    /// timeline has the keyboard.
+    pub timeline_cursor: Option<f64>,
     pub quit: bool,
 }
 
@@ -192,12 +201,14 @@ impl App {
             anchor: None,
             last_search: None,
             functions: Vec::new(),
+            lanes: Vec::new(),
             finding: None,
             exporting: None,
             provisional: None,
             message: String::new(),
             size,
             zoom: (0.0, 1.0),
+            timeline_cursor: None,
             quit: false,
         }
     }
@@ -613,6 +624,7 @@ impl App {
                     }
                 }
             }
+            Response::Lanes(l) => self.lanes = l,
             Response::Exported(r) => {
                 self.exporting = None;
                 self.message = match r {
@@ -761,6 +773,22 @@ impl App {
     }
 
     fn update_normal(&mut self, a: Action) {
+        if let Some(tc) = self.timeline_cursor {
+            let (lo, hi) = self.zoom;
+            let step = 1.0 / (self.size.0.saturating_sub(2).max(1)) as f64;
+            match a {
+                Action::Left | Action::Up => return self.timeline_cursor = Some((tc - step).max(0.0)),
+                Action::Right | Action::Down => return self.timeline_cursor = Some((tc + step).min(1.0)),
+                Action::PageUp => return self.timeline_cursor = Some((tc - 10.0 * step).max(0.0)),
+                Action::PageDown => return self.timeline_cursor = Some((tc + 10.0 * step).min(1.0)),
+                Action::Submit | Action::Expand => {
+                    self.timeline_cursor = None;
+                    return self.timeline_jump(lo + tc * (hi - lo));
+                }
+                Action::Cancel | Action::Timeline => return self.timeline_cursor = None,
+                _ => {}
+            }
+        }
         let h = self.list_height() as i64;
         match a {
             Action::Quit => self.quit = true,
@@ -871,6 +899,13 @@ impl App {
                 self.zoom = (lo, lo + (hi - lo));
             }
             Action::ZoomReset => self.zoom = (0.0, 1.0),
+            Action::Timeline => {
+                let (lo, hi) = self.zoom;
+                let at = self.cursor_fraction().map_or(0.5, |f| ((f - lo) / (hi - lo)).clamp(0.0, 1.0));
+                self.timeline_cursor = Some(at);
+                self.message = "timeline: ← → move, Enter jumps, Esc returns to the list".into();
+            }
+            Action::Left | Action::Right => {}
             Action::Click(x, y) => self.click(x, y),
             Action::Submit => {
                 // Enter on the list expands, as `e` does in other viewers.

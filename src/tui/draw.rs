@@ -21,7 +21,8 @@ pub struct Areas {
 }
 
 pub fn areas(area: Rect, app: &App) -> Areas {
-    let lanes = app.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, 3)) as u16;
+    // Lanes (one per trace ID, or one for all), gap marks, viewport.
+    let lanes = app.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, 6)) as u16;
     let tl_h = (lanes + 4).min(area.height / 3).max(3);
     let rows = Layout::default()
         .direction(Direction::Vertical)
@@ -133,6 +134,58 @@ fn thousands(n: u64) -> String {
 
 const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
+/// Per column of the timeline: instructions, exceptions, gaps, speculation
+/// that did not commit; from per-segment values spread over the columns each
+/// segment covers on the axis.
+fn bin_columns(
+    app: &App,
+    cols: usize,
+    (vlo, vhi): (f64, f64),
+    value: &dyn Fn(usize) -> (u64, u64, u64, u64),
+) -> Vec<(f64, u64, u64, u64)> {
+    let mut bins = vec![(0f64, 0u64, 0u64, 0u64); cols];
+    let Some(ix) = &app.indexed else { return bins };
+    if cols == 0 {
+        return bins;
+    }
+    let axis = app.axis();
+    let col_w = (vhi - vlo) / cols as f64;
+    for (k, s) in ix.segments.iter().enumerate() {
+        let span = match axis {
+            Axis::Timestamp => s.ts,
+            Axis::Cycles => s.cc,
+            Axis::Elements => Some((s.elements_before, s.elements_before + s.elements)),
+        };
+        let Some((a, b)) = span else { continue };
+        let (a, b) = (a as f64, (b as f64).max(a as f64 + 1e-9));
+        if b < vlo || a > vhi {
+            continue;
+        }
+        let (instr, exc, gaps, spec) = value(k);
+        let c0 = (((a - vlo) / col_w).floor().max(0.0) as usize).min(cols - 1);
+        let c1 = (((b - vlo) / col_w).floor().max(0.0) as usize).min(cols - 1);
+        let n = (c1 - c0 + 1) as f64;
+        for bin in &mut bins[c0..=c1] {
+            bin.0 += instr as f64 / n;
+        }
+        bins[c0].1 += exc;
+        bins[c0].2 += gaps;
+        bins[c0].3 += spec;
+    }
+    bins
+}
+
+fn density_line(label: &str, bins: &[(f64, u64, u64, u64)], pal: Palette) -> Line<'static> {
+    let max = bins.iter().map(|b| b.0).fold(0.0, f64::max).max(1.0);
+    let mut spans = vec![Span::styled(label.to_string(), Style::default().add_modifier(Modifier::DIM))];
+    for b in bins {
+        let level = if b.0 > 0.0 { 1 + ((b.0 / max) * 7.0).round() as usize } else { 0 };
+        let style = if b.1 > 0 { pal.fg(Color::Cyan) } else { pal.fg(Color::Green) };
+        spans.push(Span::styled(BARS[level.min(8)].to_string(), style));
+    }
+    Line::from(spans)
+}
+
 fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let Some(ix) = &app.indexed else {
         let done = app.progress.index_done.load(std::sync::atomic::Ordering::Relaxed);
@@ -151,49 +204,42 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let (zl, zh) = app.zoom;
     let vlo = lo as f64 + zl * (hi - lo) as f64;
     let vhi = lo as f64 + zh * (hi - lo) as f64;
+    let per_id = ix.ids.len() > 1;
     let title = format!(
-        " timeline · {} {}–{} · zoom {:.0}× ",
+        " timeline · {} {}–{} · zoom {:.0}×{} ",
         axis.name(),
         vlo as u64,
         vhi as u64,
-        1.0 / (zh - zl).max(1e-9)
+        1.0 / (zh - zl).max(1e-9),
+        if per_id && app.lanes.is_empty() { " · per-ID lanes after the background pass" } else { "" }
     );
-    let inner_w = area.width.saturating_sub(2) as usize;
+    // Several trace IDs: a labelled lane each.
+    let label_w = if per_id { 5 } else { 0 };
+    let inner_w = (area.width.saturating_sub(2) as usize).saturating_sub(label_w);
     if inner_w == 0 {
         return;
     }
-    // Per column: instructions, exceptions, gaps, uncommitted speculation.
-    let mut bins = vec![(0f64, 0u64, 0u64, 0u64); inner_w];
-    let span_of = |s: &super::worker::Segment| match axis {
-        Axis::Timestamp => s.ts,
-        Axis::Cycles => s.cc,
-        Axis::Elements => Some((s.elements_before, s.elements_before + s.elements)),
-    };
-    let col_w = (vhi - vlo) / inner_w as f64;
-    for s in &ix.segments {
-        let Some((a, b)) = span_of(s) else { continue };
-        let (a, b) = (a as f64, (b as f64).max(a as f64 + 1e-9));
-        if b < vlo || a > vhi {
-            continue;
+    let view = (vlo, vhi);
+    let all = bin_columns(app, inner_w, view, &|k| {
+        let s = &ix.segments[k];
+        (s.instructions, s.exceptions, s.gaps, s.spec)
+    });
+    let mut lines = Vec::new();
+    let pad = " ".repeat(label_w);
+    if per_id && !app.lanes.is_empty() {
+        for lane in &app.lanes {
+            let bins = bin_columns(app, inner_w, view, &|k| {
+                let b = lane.bins.get(k).copied().unwrap_or_default();
+                (b.instructions, b.exceptions as u64, b.gaps as u64, 0)
+            });
+            lines.push(density_line(&format!("{:02x}  ", lane.trace_id).chars().take(label_w).collect::<String>(), &bins, pal));
         }
-        let c0 = (((a - vlo) / col_w).floor().max(0.0) as usize).min(inner_w - 1);
-        let c1 = (((b - vlo) / col_w).floor().max(0.0) as usize).min(inner_w - 1);
-        let n = (c1 - c0 + 1) as f64;
-        for bin in &mut bins[c0..=c1] {
-            bin.0 += s.instructions as f64 / n;
-        }
-        bins[c0].1 += s.exceptions;
-        bins[c0].2 += s.gaps;
-        bins[c0].3 += s.spec;
+    } else {
+        lines.push(density_line(if per_id { "all  " } else { "" }, &all, pal));
     }
-    let max = bins.iter().map(|b| b.0).fold(0.0, f64::max).max(1.0);
-    let mut density = Vec::with_capacity(inner_w);
-    let mut marks = Vec::with_capacity(inner_w);
-    for b in &bins {
-        let level = if b.0 > 0.0 { 1 + ((b.0 / max) * 7.0).round() as usize } else { 0 };
-        let style = if b.1 > 0 { pal.fg(Color::Cyan) } else { pal.fg(Color::Green) };
-        density.push(Span::styled(BARS[level.min(8)].to_string(), style));
-        let m = if b.2 > 0 {
+    let mut marks = vec![Span::raw(pad.clone())];
+    for b in &all {
+        marks.push(if b.2 > 0 {
             Span::styled("×", pal.fg(Color::Red).add_modifier(Modifier::BOLD))
         } else if b.1 > 0 {
             Span::styled("!", pal.fg(Color::Cyan))
@@ -201,31 +247,10 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
             Span::styled("~", pal.fg(Color::Magenta))
         } else {
             Span::raw(" ")
-        };
-        marks.push(m);
+        });
     }
-    let mut lines = vec![Line::from(density), Line::from(marks)];
-    for id in ix.ids.iter().take(3) {
-        let span = match axis {
-            Axis::Timestamp => id.ts,
-            Axis::Cycles => id.cc,
-            Axis::Elements => Some((vlo as u64, vhi as u64)),
-        };
-        let label = format!("0x{:02x} {} instr ", id.trace_id, thousands(id.instructions));
-        let mut s: Vec<char> = vec![' '; inner_w];
-        if let Some((a, b)) = span {
-            let c0 = (((a as f64 - vlo) / col_w).max(0.0) as usize).min(inner_w);
-            let c1 = (((b as f64 - vlo) / col_w).max(0.0) as usize).min(inner_w);
-            for ch in s.iter_mut().take(c1.max(c0 + 1).min(inner_w)).skip(c0) {
-                *ch = '─';
-            }
-        }
-        for (i, ch) in label.chars().enumerate().take(inner_w) {
-            s[i] = ch;
-        }
-        lines.push(Line::from(Span::styled(s.into_iter().collect::<String>(), pal.fg(Color::Blue))));
-    }
-    // The list's viewport and cursor.
+    lines.push(Line::from(marks));
+    // The list's viewport, the cursor and the timeline cursor.
     let vis = app.visible();
     let mut row: Vec<char> = vec![' '; inner_w];
     let col = |n: u64| -> Option<usize> {
@@ -243,15 +268,25 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     if let Some(c) = col(app.cursor.number) {
         row[c] = '▲';
     }
-    lines.push(Line::from(Span::styled(row.into_iter().collect::<String>(), pal.accent())));
+    let mut viewport = vec![Span::raw(pad), Span::styled(row.into_iter().collect::<String>(), pal.accent())];
+    if let Some(tc) = app.timeline_cursor {
+        let c = ((tc * inner_w as f64) as usize).min(inner_w - 1);
+        let text: String = viewport[1].content.chars().enumerate().map(|(i, ch)| if i == c { '◆' } else { ch }).collect();
+        viewport[1] = Span::styled(text, pal.accent().add_modifier(Modifier::BOLD));
+    }
+    lines.push(Line::from(viewport));
     let h = area.height.saturating_sub(2) as usize;
     if lines.len() > h {
-        // Keep density and the viewport row when space is short.
+        // Keep the first lanes and the viewport row when space is short.
         let last = lines.pop();
         lines.truncate(h.saturating_sub(1));
         lines.extend(last);
     }
-    f.render_widget(Paragraph::new(lines).block(block(title)), area);
+    let mut b = block(title);
+    if app.timeline_cursor.is_some() {
+        b = b.border_style(pal.accent().add_modifier(Modifier::BOLD));
+    }
+    f.render_widget(Paragraph::new(lines).block(b), area);
 }
 
 // ---- element list -----------------------------------------------------------
@@ -530,6 +565,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("w", "export the selection (or marks a..b)"),
     ("+ - 0", "timeline zoom in / out / all"),
     ("H L", "timeline pan left / right"),
+    ("t", "timeline cursor: ← → move it, Enter jumps there"),
     ("mouse", "wheel scrolls; click selects; click on the timeline jumps"),
     ("Esc", "cancel a search, an export or the selection"),
     ("?", "this help"),

@@ -132,6 +132,8 @@ pub enum Response {
     Expanded { number: u64, lines: Vec<super::sourceview::DisasmLine> },
     Found { generation: u64, result: Option<u64>, label: String },
     Functions(Vec<FunctionInfo>),
+    /// Per trace ID activity per index segment (after the background pass).
+    Lanes(Vec<Lane>),
     Exported(Result<crate::export::ExportSummary, String>),
     Error(String),
 }
@@ -421,11 +423,11 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
     if !functions.is_empty() {
         let _ = tx.send(Response::Functions(functions.clone()));
     }
-    let mut counted = functions.is_empty();
+    // One background pass over the trace, a segment at a time between
+    // requests: function entry counts and the timeline's per-ID lanes.
+    let mut pass = Pass::new(&functions, index.file.len());
     loop {
-        // Count function entries when idle: one pass over the trace, given
-        // up for any request and resumed afterwards from the start.
-        let req = if counted {
+        let req = if pass.done() {
             match rx.recv() {
                 Ok(r) => r,
                 Err(_) => break,
@@ -434,9 +436,18 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
             match rx.try_recv() {
                 Ok(r) => r,
                 Err(std::sync::mpsc::TryRecvError::Empty) => {
-                    counted = count_entries(&seeker, &mut functions, &progress);
-                    if counted {
-                        let _ = tx.send(Response::Functions(functions.clone()));
+                    if !pass.step(&seeker) {
+                        let _ = tx.send(Response::Error("counting function entries: the index no longer fits the trace".into()));
+                        pass.next = pass.lanes_len;
+                    }
+                    if pass.done() {
+                        for (f, c) in functions.iter_mut().zip(&pass.counts) {
+                            f.count = Some(*c);
+                        }
+                        if !functions.is_empty() {
+                            let _ = tx.send(Response::Functions(functions.clone()));
+                        }
+                        let _ = tx.send(Response::Lanes(pass.lanes()));
                     }
                     continue;
                 }
@@ -474,39 +485,78 @@ fn function_list(cap: &Capture) -> Vec<FunctionInfo> {
         .collect()
 }
 
-/// Count how often the trace enters each function. Returns false when a
-/// request arrived first (the count is then redone later).
-fn count_entries(seeker: &Seeker<'_>, functions: &mut [FunctionInfo], progress: &Progress) -> bool {
-    let mut by_addr: HashMap<u64, usize> = HashMap::new();
-    for (i, f) in functions.iter().enumerate() {
-        for a in &f.entries {
-            by_addr.insert(*a, i);
-        }
-    }
-    let mut counts = vec![0u64; functions.len()];
-    let mut interrupted = false;
-    let mut n = 0u64;
-    let r = seeker.run_from(0, |e| {
-        if let ElementKind::InstrRange { start, .. } = e.element.kind {
-            if let Some(&i) = by_addr.get(&start) {
-                counts[i] += 1;
+/// The background pass: per function, how often the trace enters it; per
+/// trace ID and index segment, instructions, exceptions and gaps.
+struct Pass {
+    by_addr: HashMap<u64, usize>,
+    counts: Vec<u64>,
+    lanes: std::collections::BTreeMap<u8, Vec<LaneBin>>,
+    next: usize,
+    lanes_len: usize,
+}
+
+/// One index segment of one trace ID.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaneBin {
+    pub instructions: u64,
+    pub exceptions: u32,
+    pub gaps: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lane {
+    pub trace_id: u8,
+    /// Indexed like [`Indexed::segments`].
+    pub bins: Vec<LaneBin>,
+}
+
+impl Pass {
+    fn new(functions: &[FunctionInfo], segments: usize) -> Pass {
+        let mut by_addr = HashMap::new();
+        for (i, f) in functions.iter().enumerate() {
+            for a in &f.entries {
+                by_addr.insert(*a, i);
             }
         }
-        n += 1;
-        // Peek for requests now and then without consuming them.
-        if n % 65536 == 0 && progress.request_waiting.load(Ordering::Relaxed) {
-            interrupted = true;
-            return false;
-        }
-        true
-    });
-    if r.is_err() || interrupted {
-        return false;
+        Pass { by_addr, counts: vec![0; functions.len()], lanes: Default::default(), next: 0, lanes_len: segments }
     }
-    for (f, c) in functions.iter_mut().zip(counts) {
-        f.count = Some(c);
+
+    fn done(&self) -> bool {
+        self.next >= self.lanes_len
     }
-    true
+
+    /// Decode the next segment. False when the index cannot be used.
+    fn step(&mut self, seeker: &Seeker<'_>) -> bool {
+        let k = self.next;
+        let index = seeker.index();
+        let end = if k + 1 < index.len() { index.checkpoint(k + 1).elements_before } else { u64::MAX };
+        let n = self.lanes_len;
+        let r = seeker.run_from(k, |e| {
+            if e.number >= end {
+                return false;
+            }
+            let bin = &mut self.lanes.entry(e.element.trace_id).or_insert_with(|| vec![LaneBin::default(); n])[k];
+            match e.element.kind {
+                ElementKind::InstrRange { start, count, .. } => {
+                    bin.instructions += count as u64;
+                    if let Some(&i) = self.by_addr.get(&start) {
+                        self.counts[i] += 1;
+                    }
+                }
+                ElementKind::RangeNoPath { count, .. } => bin.instructions += count as u64,
+                ElementKind::Exception { .. } => bin.exceptions += 1,
+                ElementKind::NoSync(_) | ElementKind::TraceOn(_) | ElementKind::AddrNotAccessible { .. } => bin.gaps += 1,
+                _ => {}
+            }
+            true
+        });
+        self.next += 1;
+        r.is_ok()
+    }
+
+    fn lanes(&self) -> Vec<Lane> {
+        self.lanes.iter().map(|(id, bins)| Lane { trace_id: *id, bins: bins.clone() }).collect()
+    }
 }
 
 fn matches(what: &FindWhat, e: &crate::element::Element) -> bool {
