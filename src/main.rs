@@ -788,7 +788,7 @@ fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
         },
         ..RunOptions::default()
     };
-    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024 };
+    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024, ..Default::default() };
     let t0 = std::time::Instant::now();
     let idx = open_index(&plan, &file, &opts, &iopts, args.rebuild)?;
     let took = t0.elapsed();
