@@ -628,35 +628,12 @@ fn write_spec_json(out: &mut String, r: &SpecRecord) {
     out.push_str("}\n");
 }
 
-/// Progress of an index build on standard error, when it is a terminal.
-fn with_progress<T>(total: u64, f: impl FnOnce(&std::sync::atomic::AtomicU64) -> T) -> T {
-    use std::io::IsTerminal;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    let done = AtomicU64::new(0);
-    let finished = AtomicBool::new(false);
-    if !io::stderr().is_terminal() || total < (64 << 20) {
-        return f(&done);
-    }
-    std::thread::scope(|sc| {
-        sc.spawn(|| {
-            while !finished.load(Ordering::Relaxed) {
-                let d = done.load(Ordering::Relaxed);
-                eprint!("\rtracesight: indexing {:>5.1}% ({} of {} MiB)", d as f64 * 100.0 / total as f64, d >> 20, total >> 20);
-                std::thread::sleep(std::time::Duration::from_millis(200));
-            }
-            eprint!("\r\x1b[K");
-        });
-        let r = f(&done);
-        finished.store(true, Ordering::Relaxed);
-        r
-    })
-}
-
 use tracesight::capture::parse_number;
 
-/// Open a buffer's index, building it (with progress on a terminal) when
-/// needed. The build reads the trace once: pages behind it are given back so
-/// a multi-gigabyte capture does not stay resident.
+/// Open a buffer's index, building it (with a progress bar when standard
+/// error is a terminal) when needed. The build reads the trace once: pages
+/// behind each decoder are given back so a multi-gigabyte capture does not
+/// stay resident.
 fn open_index(
     plan: &BufferPlan,
     file: &TraceFile,
@@ -664,22 +641,47 @@ fn open_index(
     iopts: &index::IndexOptions,
     rebuild: bool,
 ) -> Result<index::Index, String> {
+    use std::io::IsTerminal;
+    use std::sync::atomic::{AtomicBool, Ordering};
     let data = file.bytes();
-    let mut released = 0usize;
-    with_progress(data.len() as u64, |p| {
-        index::open_or_build(plan, data, opts, iopts, rebuild, &mut |n| {
-            p.store(n, std::sync::atomic::Ordering::Relaxed);
-            let keep_from = (n as usize).saturating_sub(1 << 20);
-            if keep_from >= released + (64 << 20) {
-                file.release(released, keep_from);
-                released = keep_from;
-            }
-        })
+    let progress = index::BuildProgress::new();
+    let release = |a: usize, b: usize| file.release(a, b);
+    let over = AtomicBool::new(false);
+    let show = io::stderr().is_terminal() && data.len() >= (64 << 20);
+    std::thread::scope(|sc| {
+        if show {
+            sc.spawn(|| {
+                let mut bar = None;
+                while !over.load(Ordering::Relaxed) {
+                    // Only once a build has started: an index that is up to
+                    // date opens without one.
+                    if progress.total() > 0 {
+                        let b = bar.get_or_insert_with(|| {
+                            let b = indicatif::ProgressBar::new(progress.total());
+                            b.set_style(
+                                indicatif::ProgressStyle::with_template(
+                                    "indexing {bar:24} {percent:>3}% {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+                                )
+                                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                            );
+                            b
+                        });
+                        b.set_position(progress.done());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                if let Some(b) = bar {
+                    b.finish_and_clear();
+                }
+            });
+        }
+        let r = index::open_or_build_with(plan, data, opts, iopts, rebuild, &progress, Some(&release));
+        over.store(true, Ordering::Relaxed);
+        r
     })
     .map_err(|e| e.to_string())
 }
 
-/// Parse a --seek position.
 fn parse_seek(pos: &str, images: &[String]) -> Result<index::SeekTarget, String> {
     use index::SeekTarget as T;
     let (kind, value) = pos.split_once(':').unwrap_or(("", pos));
