@@ -134,24 +134,30 @@ impl Seg {
             self.max_ts = Some(self.max_ts.map_or(t, |m| m.max(t)));
         }
         self.max_index = Some(self.max_index.map_or(e.index, |m| m.max(e.index)));
-        let instr = match e.kind {
-            ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } => count as u64,
-            ElementKind::Exception { .. } => {
-                self.exceptions += 1;
-                0
+        // Ranges first: most elements are, and a well-predicted test is
+        // cheaper than the jump table of a full match.
+        let instr = if let ElementKind::InstrRange { count, .. } = e.kind {
+            count as u64
+        } else {
+            match e.kind {
+                ElementKind::RangeNoPath { count, .. } => count as u64,
+                ElementKind::Exception { .. } => {
+                    self.exceptions += 1;
+                    0
+                }
+                // Every trace-on follows a gap: trace off, an overflow or a restart.
+                ElementKind::NoSync(_) | ElementKind::TraceOn(_) => {
+                    self.gaps += 1;
+                    0
+                }
+                _ => 0,
             }
-            // Every trace-on follows a gap: trace off, an overflow or a restart.
-            ElementKind::NoSync(_) | ElementKind::TraceOn(_) => {
-                self.gaps += 1;
-                0
-            }
-            _ => 0,
         };
         self.instructions += instr;
         let n = self.n;
         self.n += 1;
         let cc = e.time.total_cycles;
-        let id = match self.ids.iter_mut().position(|s| s.trace_id == e.trace_id) {
+        let id = match self.ids.iter().position(|s| s.trace_id == e.trace_id) {
             Some(i) => &mut self.ids[i],
             None => {
                 self.ids.push(IdSeg {
@@ -282,10 +288,11 @@ impl Ctx<'_> {
                 self.progress.add((end - pos) as u64);
             }
             if let Some(release) = self.release {
-                let keep_from = end.saturating_sub(1 << 20);
-                if keep_from >= released + (64 << 20) {
-                    release(released, keep_from);
-                    released = keep_from;
+                // Each part is read once, front to back; the next decoder
+                // going on into it is a few pages of page cache away.
+                if end >= released + (16 << 20) || end >= to {
+                    release(released, end);
+                    released = end;
                 }
             }
             if !ok {
