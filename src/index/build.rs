@@ -230,6 +230,10 @@ struct Ctx<'a> {
     release: Option<Release<'a>>,
 }
 
+/// Asked at each checkpoint (offset, saved state, its counters) whether the
+/// decoder of a later part, by how much behind, is in that state there.
+type Join<'j> = &'j mut dyn FnMut(u64, &[u8], Option<&[Mark]>) -> Option<(usize, Shift)>;
+
 /// How [`Ctx::advance`] stopped.
 enum Step {
     Reached,
@@ -248,7 +252,7 @@ impl Ctx<'_> {
         to: usize,
         cps: &mut Vec<Cp>,
         count: bool,
-        join: &mut dyn FnMut(u64, &[u8], Option<&[Mark]>) -> Option<(usize, Shift)>,
+        join: Join<'_>,
     ) -> Step {
         let mut released = r.offset() as usize;
         let mut resumable = true;
@@ -390,6 +394,8 @@ impl PlanCopy {
         PlanCopy { buffer: plan.buffer.clone(), sources: plan.sources.clone(), image: (*plan.image).clone() }
     }
 
+    // The image is not shared with any other thread: each decoder gets its own.
+    #[allow(clippy::arc_with_non_send_sync)]
     fn plan(self) -> BufferPlan {
         BufferPlan { buffer: self.buffer, sources: self.sources, notes: Vec::new(), image: Arc::new(self.image) }
     }
@@ -632,17 +638,19 @@ impl Acc {
             spec_canceled: s.spec_canceled,
             ..SegmentStats::default()
         };
-        let (mut first_cc, mut last_cc): (Option<(u64, u64)>, Option<(u64, u64)>) = (None, None);
+        // (place in the segment, cycles) of the first and last counted element
+        let mut first_cc: Option<(u64, u64)> = None;
+        let mut last_cc: Option<(u64, u64)> = None;
         for i in &s.ids {
             let d = self.shift.get(Kind::Cycles, if self.raw { 0 } else { i.trace_id });
             // Shifted by more than 0, every cycle count of the ID is
             // positive, so every element counts.
             let (f, l) = if d > 0 { (Some(i.first_any), Some(i.last_any)) } else { (i.first_pos, i.last_pos) };
             let (f, l) = (f.map(|(n, c)| (n, c + d)), l.map(|(n, c)| (n, c + d)));
-            if f.is_some_and(|f| first_cc.is_none_or(|g| f.0 < g.0)) {
+            if f.is_some_and(|f| first_cc.map_or(true, |g| f.0 < g.0)) {
                 first_cc = f;
             }
-            if l.is_some_and(|l| last_cc.is_none_or(|g| l.0 > g.0)) {
+            if l.is_some_and(|l| last_cc.map_or(true, |g| l.0 > g.0)) {
                 last_cc = l;
             }
             if i.max_cc + d > 0 {

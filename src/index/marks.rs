@@ -120,7 +120,7 @@ impl Writer {
     }
 }
 
-impl<'a> ser::Serializer for &'a mut Writer {
+impl ser::Serializer for &mut Writer {
     type Ok = ();
     type Error = Error;
     type SerializeSeq = Self;
