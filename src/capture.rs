@@ -6,9 +6,8 @@
 //! same element.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::index::{self, Index, IndexOptions, SeekTarget, Seeker};
+use crate::index::{self, BuildProgress, Index, IndexOptions, SeekTarget, Seeker};
 use crate::input::{Snapshot, TraceFile};
 use crate::protocol::etm4::decoder::DecoderOptions;
 use crate::session::{BufferPlan, RunOptions};
@@ -99,21 +98,15 @@ impl Capture {
         Ok(Capture { path: path.to_path_buf(), snapshot, plan, file, opts, symbols, image_args, warnings })
     }
 
-    /// The buffer's index: reused when valid, else built (progress in bytes
-    /// stored into `progress`). Pages behind the build are given back so a
-    /// multi-gigabyte capture does not stay resident.
-    pub fn open_index(&self, iopts: &IndexOptions, rebuild: bool, progress: &AtomicU64) -> Result<Index, String> {
-        let data = self.file.bytes();
-        let mut released = 0usize;
-        index::open_or_build(&self.plan, data, &self.opts, iopts, rebuild, &mut |n| {
-            progress.store(n, Ordering::Relaxed);
-            let keep_from = (n as usize).saturating_sub(1 << 20);
-            if keep_from >= released + (64 << 20) {
-                self.file.release(released, keep_from);
-                released = keep_from;
-            }
-        })
-        .map_err(|e| e.to_string())
+    /// The buffer's index: reused when valid, else built on all cores
+    /// (`progress` can be read from another thread meanwhile). Pages behind
+    /// the build are given back so a multi-gigabyte capture does not stay
+    /// resident.
+    pub fn open_index(&self, iopts: &IndexOptions, rebuild: bool, progress: &BuildProgress) -> Result<Index, String> {
+        let file = &self.file;
+        let release = |a: usize, b: usize| file.release(a, b);
+        index::open_or_build_with(&self.plan, self.file.bytes(), &self.opts, iopts, rebuild, progress, Some(&release))
+            .map_err(|e| e.to_string())
     }
 
     pub fn seeker<'a>(&'a self, index: &'a index::format::IndexFile) -> Seeker<'a> {

@@ -677,10 +677,6 @@ fn with_progress<T>(
 
 use tracesight::capture::parse_number;
 
-fn index_progress(done: u64, total: u64) -> String {
-    format!("indexing {:>5.1}% ({} of {} MiB)", done as f64 * 100.0 / total.max(1) as f64, done >> 20, total >> 20)
-}
-
 /// `tracesight export`: a range of elements to a file, through the index.
 fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
     let format = match args.format {
@@ -707,10 +703,7 @@ fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
     for w in &cap.warnings {
         eprintln!("tracesight: warning: {w}");
     }
-    let size = cap.file.bytes().len() as u64;
-    let idx = with_progress(size, 64 << 20, |d| index_progress(d, size), |p| {
-        cap.open_index(&index::IndexOptions::default(), false, p)
-    })?;
+    let idx = open_index(&cap.plan, &cap.file, &cap.opts, &index::IndexOptions::default(), false)?;
     for r in &idx.rejected {
         eprintln!("tracesight: index {r}");
     }
@@ -761,9 +754,10 @@ fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Open a buffer's index, building it (with progress on a terminal) when
-/// needed. The build reads the trace once: pages behind it are given back so
-/// a multi-gigabyte capture does not stay resident.
+/// Open a buffer's index, building it (with a progress bar when standard
+/// error is a terminal) when needed. The build reads the trace once: pages
+/// behind each decoder are given back so a multi-gigabyte capture does not
+/// stay resident.
 fn open_index(
     plan: &BufferPlan,
     file: &TraceFile,
@@ -771,23 +765,47 @@ fn open_index(
     iopts: &index::IndexOptions,
     rebuild: bool,
 ) -> Result<index::Index, String> {
+    use std::io::IsTerminal;
+    use std::sync::atomic::{AtomicBool, Ordering};
     let data = file.bytes();
-    let mut released = 0usize;
-    let total = data.len() as u64;
-    with_progress(total, 64 << 20, |d| index_progress(d, total), |p| {
-        index::open_or_build(plan, data, opts, iopts, rebuild, &mut |n| {
-            p.store(n, std::sync::atomic::Ordering::Relaxed);
-            let keep_from = (n as usize).saturating_sub(1 << 20);
-            if keep_from >= released + (64 << 20) {
-                file.release(released, keep_from);
-                released = keep_from;
-            }
-        })
+    let progress = index::BuildProgress::new();
+    let release = |a: usize, b: usize| file.release(a, b);
+    let over = AtomicBool::new(false);
+    let show = io::stderr().is_terminal() && data.len() >= (64 << 20);
+    std::thread::scope(|sc| {
+        if show {
+            sc.spawn(|| {
+                let mut bar = None;
+                while !over.load(Ordering::Relaxed) {
+                    // Only once a build has started: an index that is up to
+                    // date opens without one.
+                    if progress.total() > 0 {
+                        let b = bar.get_or_insert_with(|| {
+                            let b = indicatif::ProgressBar::new(progress.total());
+                            b.set_style(
+                                indicatif::ProgressStyle::with_template(
+                                    "indexing {bar:24} {percent:>3}% {binary_bytes}/{binary_total_bytes} {binary_bytes_per_sec} eta {eta}",
+                                )
+                                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                            );
+                            b
+                        });
+                        b.set_position(progress.done());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+                if let Some(b) = bar {
+                    b.finish_and_clear();
+                }
+            });
+        }
+        let r = index::open_or_build_with(plan, data, opts, iopts, rebuild, &progress, Some(&release));
+        over.store(true, Ordering::Relaxed);
+        r
     })
     .map_err(|e| e.to_string())
 }
 
-/// Parse a --seek position.
 fn parse_seek(pos: &str, images: &[String]) -> Result<index::SeekTarget, String> {
     use index::SeekTarget as T;
     let (kind, value) = pos.split_once(':').unwrap_or(("", pos));
@@ -889,7 +907,7 @@ fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
         },
         ..RunOptions::default()
     };
-    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024 };
+    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024, ..Default::default() };
     let t0 = std::time::Instant::now();
     let idx = open_index(&plan, &file, &opts, &iopts, args.rebuild)?;
     let took = t0.elapsed();

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::element::Element;
 use crate::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink};
 use crate::image::memory::MemoryImage;
+use crate::index::marks::{self, Mark};
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
 use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, SpecRecord};
 use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
@@ -531,6 +532,31 @@ impl Chain {
         }
     }
 
+    /// Where the counters are in the parts [`Chain::save_state`] gave (see
+    /// [`crate::index::marks`]); `None` when they cannot be located.
+    fn locate_counters(&self, id: u8, p: &[u8], d: Option<&[u8]>) -> Option<(Vec<Mark>, Vec<Mark>)> {
+        fn part<T: serde::Serialize>(x: Option<&T>, id: u8, bytes: Option<&[u8]>) -> Option<Vec<Mark>> {
+            match (x, bytes) {
+                (Some(x), Some(b)) => marks::locate(x, id, b),
+                (None, None) => Some(Vec::new()),
+                _ => None,
+            }
+        }
+        match &self.proto {
+            Proto::Etm4 { parser, decoder } => Some((marks::locate(parser, id, p)?, part(decoder.as_ref(), id, d)?)),
+            Proto::Etm3 { parser, decoder } => Some((marks::locate(parser, id, p)?, part(decoder.as_ref(), id, d)?)),
+            Proto::Ptm { parser, decoder, .. } => {
+                // The parser's own state leads the (state, previous block) pair.
+                let len = u64::from_le_bytes(p.get(..8)?.try_into().ok()?) as usize;
+                let mut pm = marks::locate(parser, id, p.get(8..8usize.checked_add(len)?)?)?;
+                for m in &mut pm {
+                    m.at += 8;
+                }
+                Some((pm, part(decoder.as_ref(), id, d)?))
+            }
+        }
+    }
+
     fn load_state(&mut self, plan: &BufferPlan, opts: &RunOptions, pstate: &[u8], dstate: Option<Vec<u8>>) -> Result<(), String> {
         if dstate.is_some() != opts.elements {
             return Err("run state was saved with another decode level".into());
@@ -744,21 +770,40 @@ impl<'p> Runner<'p> {
     /// The state between two blocks, to resume with [`Runner::resume`]. Only
     /// memory-aligned frames and unformatted buffers can be resumed.
     pub fn save_state(&self) -> Option<Vec<u8>> {
+        self.state(false).map(|(s, _)| s)
+    }
+
+    /// [`Runner::save_state`], and where the counters that run from the start
+    /// of the decode are in it (`None` when they cannot be located), for the
+    /// parallel index build to compare and shift states.
+    pub(crate) fn save_state_marked(&self) -> Option<(Vec<u8>, Option<Vec<Mark>>)> {
+        self.state(true)
+    }
+
+    fn state(&self, marked: bool) -> Option<(Vec<u8>, Option<Vec<Mark>>)> {
         if self.stopped() || !matches!(self.mode, None | Some(FrameMode::MemAligned)) {
             return None;
         }
         let mut chains = Vec::new();
         let mut skipped = Vec::new();
-        if let Some(c) = &self.raw {
+        let mut inner = Some(Vec::new());
+        let mut add = |id: u8, c: &Chain, chains: &mut Vec<(u8, Vec<u8>, Option<Vec<u8>>)>| -> Option<()> {
             let (p, d) = c.save_state()?;
-            chains.push((0, p, d));
+            if marked {
+                inner = inner.take().and_then(|mut v| {
+                    v.push(c.locate_counters(id, &p, d.as_deref())?);
+                    Some(v)
+                });
+            }
+            chains.push((id, p, d));
+            Some(())
+        };
+        if let Some(c) = &self.raw {
+            add(0, c, &mut chains)?;
         }
         for (id, slot) in self.slots.iter().enumerate() {
             match slot {
-                Slot::Chain(c) => {
-                    let (p, d) = c.save_state()?;
-                    chains.push((id as u8, p, d))
-                }
+                Slot::Chain(c) => add(id as u8, c, &mut chains)?,
                 Slot::Skip => skipped.push(id as u8),
                 Slot::Empty => {}
             }
@@ -770,7 +815,22 @@ impl<'p> Runner<'p> {
             skipped,
             counts: self.counts,
         };
-        bincode::serialize(&st).ok()
+        let bytes = bincode::serialize(&st).ok()?;
+        let marks = inner.filter(|_| marked).and_then(|inner| state_marks(&st, inner, &bytes));
+        Some((bytes, marks))
+    }
+
+    /// A decode that starts at `offset` (a frame boundary in a formatted
+    /// buffer) knowing nothing of what came before: every parser and decoder
+    /// starts unsynchronised, the counts from zero. The parallel index build
+    /// starts one per part of the buffer.
+    pub(crate) fn starting_at(plan: &'p BufferPlan, opts: &RunOptions, offset: u64) -> Runner<'p> {
+        let mut r = Runner::new(plan, opts);
+        r.offset = offset;
+        if r.demux.is_some() {
+            r.demux = Some(Deformatter::resume_mem_aligned(offset, None));
+        }
+        r
     }
 
     /// A runner continuing from a saved state.
@@ -813,6 +873,38 @@ impl<'p> Runner<'p> {
             fatal: self.fatal.clone(),
         }
     }
+}
+
+/// The counters of a serialized [`RunnerState`]: those of each chain's parts
+/// (`inner`, in chain order) moved to where bincode put the parts, and the
+/// run's counts.
+fn state_marks(st: &RunnerState, inner: Vec<(Vec<Mark>, Vec<Mark>)>, bytes: &[u8]) -> Option<Vec<Mark>> {
+    // offset, frame ID option, chain count
+    let mut at = 8 + 1 + st.frame_id.map_or(0, |_| 1) + 8;
+    let mut out = Vec::new();
+    let moved = |v: Vec<Mark>, base: usize, out: &mut Vec<Mark>| {
+        out.extend(v.into_iter().map(|m| Mark { at: m.at + base, ..m }));
+    };
+    for ((_, p, d), (pm, dm)) in st.chains.iter().zip(inner) {
+        at += 1 + 8;
+        moved(pm, at, &mut out);
+        at += p.len() + 1;
+        if let Some(d) = d {
+            at += 8;
+            moved(dm, at, &mut out);
+            at += d.len();
+        }
+    }
+    at += 8 + st.skipped.len();
+    for (i, kind) in [marks::Kind::Packets, marks::Kind::Elements, marks::Kind::Instructions].into_iter().enumerate() {
+        out.push(Mark { at: at + 8 * i, kind, chain: 0, value: Some([st.counts.packets, st.counts.elements, st.counts.instructions][i]) });
+    }
+    let fits = at + 24 == bytes.len()
+        && out.iter().all(|m| match m.value {
+            Some(v) => bytes.get(m.at..m.at + 8) == Some(&v.to_le_bytes()[..]),
+            None => bytes.get(m.at) == Some(&0),
+        });
+    fits.then_some(out)
 }
 
 /// Decode `data` (the buffer's bytes) into packets, and elements when asked.

@@ -320,7 +320,8 @@ fn fixture_copy(name: &str) -> Option<PathBuf> {
     if !src.is_dir() {
         return None;
     }
-    let dst = std::env::temp_dir().join(format!("tracesight-tui-{name}-{}", std::process::id()));
+    // The directory's own name shows in the status bar: keep it stable.
+    let dst = std::env::temp_dir().join(format!("tracesight-tui-{}", std::process::id())).join(name);
     let _ = std::fs::remove_dir_all(&dst);
     std::fs::create_dir_all(&dst).unwrap();
     for e in std::fs::read_dir(&src).unwrap().flatten() {
@@ -347,7 +348,8 @@ fn one_timeline_lane_per_trace_id() {
         assert!(text.lines().any(|l| l.starts_with(&format!("│{id:02x}  "))), "lane {id:02x} drawn:\n{text}");
     }
     insta::assert_snapshot!("juno_lanes_160x48", text);
-    let _ = std::fs::remove_dir_all(&dir);
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 
 #[test]

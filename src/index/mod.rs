@@ -20,16 +20,17 @@
 //! Buffers whose state cannot be saved (TPIU and DSTREAM framing) get one
 //! checkpoint at offset 0: seeks then decode from the start.
 
+mod build;
 pub mod format;
+pub mod marks;
 
 use std::path::{Path, PathBuf};
 
 use crate::element::{Element, ElementKind};
-use crate::frame::FrameError;
-use crate::protocol::etm4::decoder::SpecState;
 use crate::input::TraceFile;
 use crate::session::{BufferPlan, Event, RunOptions, Runner, Source};
 
+pub use build::{BuildProgress, Release};
 pub use format::{Checkpoint, IdSummary, IndexFile};
 
 /// How an index is built.
@@ -38,11 +39,17 @@ pub struct IndexOptions {
     /// Bytes between checkpoints; rounded up to a multiple of 1024 (the
     /// block size of unformatted buffers, a multiple of the frame size).
     pub interval: u64,
+    /// Threads to build with (0: all cores). The index is the same whatever
+    /// the number.
+    pub threads: usize,
+    /// Bytes per part of a parallel build, rounded up to a multiple of the
+    /// interval (0: chosen from the size and the threads).
+    pub part: u64,
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        IndexOptions { interval: 256 * 1024 }
+        IndexOptions { interval: 256 * 1024, threads: 0, part: 0 }
     }
 }
 
@@ -154,54 +161,6 @@ struct Maxima {
     index: Option<u64>,
 }
 
-fn note_element(e: &Element, seg: &mut SegmentStats, max: &mut Maxima, ids: &mut Vec<IdSummary>) {
-    let ts = e.time.timestamp;
-    let cc = e.time.total_cycles;
-    if let Some(t) = ts {
-        seg.first_ts.get_or_insert(t);
-        seg.last_ts = Some(t);
-        max.ts = Some(max.ts.map_or(t, |m| m.max(t)));
-    }
-    if cc > 0 {
-        seg.first_cc.get_or_insert(cc);
-        seg.last_cc = Some(cc);
-        max.cc = Some(max.cc.map_or(cc, |m| m.max(cc)));
-    }
-    max.index = Some(max.index.map_or(e.index, |m| m.max(e.index)));
-    let mut instr = 0;
-    match e.kind {
-        ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } => {
-            instr = count as u64;
-            seg.instructions += instr;
-        }
-        ElementKind::Exception { .. } => seg.exceptions += 1,
-        // Every trace-on follows a gap: trace off, an overflow or a restart.
-        ElementKind::NoSync(_) | ElementKind::TraceOn(_) => seg.gaps += 1,
-        _ => {}
-    }
-    let id = match ids.iter_mut().find(|s| s.trace_id == e.trace_id as u64) {
-        Some(s) => s,
-        None => {
-            ids.push(IdSummary { trace_id: e.trace_id as u64, ..IdSummary::default() });
-            ids.last_mut().unwrap()
-        }
-    };
-    id.elements += 1;
-    id.instructions += instr;
-    if let Some(t) = ts {
-        if id.first_ts == format::NONE {
-            id.first_ts = t;
-        }
-        id.last_ts = t;
-    }
-    if cc > 0 {
-        if id.first_cc == format::NONE {
-            id.first_cc = cc;
-        }
-        id.last_cc = cc;
-    }
-}
-
 /// The run options an index is built with: elements always, and the
 /// speculation view for the segment summaries (its records are not numbered
 /// elements, so element numbers do not change).
@@ -222,8 +181,9 @@ fn accepted_len(runner: &Runner<'_>, data: &[u8]) -> usize {
     }
 }
 
-/// Build the index of `data` (the buffer's bytes) in memory. `progress` is
-/// called after each block with the number of bytes decoded so far.
+/// Build the index of `data` (the buffer's bytes) in memory, on
+/// [`IndexOptions::threads`] threads. `progress` is called on the calling
+/// thread, now and then and at the end, with the number of bytes decoded.
 pub fn build(
     plan: &BufferPlan,
     data: &[u8],
@@ -231,83 +191,20 @@ pub fn build(
     iopts: &IndexOptions,
     progress: &mut dyn FnMut(u64),
 ) -> format::IndexData {
-    let opts = index_run_options(opts);
-    let interval = iopts.interval.max(1024).div_ceil(1024) * 1024;
-    let mut r = Runner::new(plan, &opts);
-    let accepted = accepted_len(&r, data);
-    let mut checkpoints: Vec<Checkpoint> = Vec::new();
-    let mut states: Vec<Vec<u8>> = Vec::new();
-    let mut ids: Vec<IdSummary> = Vec::new();
-    let mut max = Maxima::default();
-    let mut seg = SegmentStats::default();
-    let mut resumable = true;
-    let mut pos = 0usize;
-    let mut stopped = false;
-    loop {
-        // A checkpoint before every block while the state can be saved.
-        if resumable && pos < accepted {
-            match r.save_state() {
-                Some(st) => {
-                    if let Some(last) = checkpoints.last_mut() {
-                        last.set_segment(&seg);
-                    }
-                    seg = SegmentStats::default();
-                    checkpoints.push(Checkpoint::new(pos as u64, &r.counts, &max, &st));
-                    states.push(st);
-                }
-                None => {
-                    resumable = false;
-                    if checkpoints.is_empty() {
-                        checkpoints.push(Checkpoint::new(0, &r.counts, &max, &[]));
-                        states.push(Vec::new());
-                    }
-                }
-            }
-        }
-        if pos >= accepted || stopped {
-            break;
-        }
-        let end = (pos + interval as usize).min(accepted);
-        let ok = r.feed(&data[pos..end], &mut |ev| match ev {
-            Event::Element { element, .. } => note_element(element, &mut seg, &mut max, &mut ids),
-            Event::Spec { record, .. } => {
-                if record.state != SpecState::Committed {
-                    seg.spec_canceled += 1;
-                }
-            }
-            _ => {}
-        });
-        pos = end;
-        progress(pos as u64);
-        stopped = !ok;
-    }
-    if !stopped && accepted == data.len() {
-        r.finish(&mut |ev| {
-            if let Event::Element { element, .. } = ev {
-                note_element(element, &mut seg, &mut max, &mut ids);
-            }
-        });
-    }
-    if checkpoints.is_empty() {
-        checkpoints.push(Checkpoint::new(0, &Default::default(), &Maxima::default(), &[]));
-        states.push(Vec::new());
-    }
-    if let Some(last) = checkpoints.last_mut() {
-        last.set_segment(&seg);
-    }
-    ids.sort_by_key(|s| s.trace_id);
-    let summary = r.summary(data.len() as u64);
-    format::IndexData {
-        checkpoints,
-        states,
-        ids,
-        totals: r.counts,
-        stop: stop_text(summary.fatal.as_deref(), summary.frame_error.as_ref()),
-    }
+    build::build(plan, data, &index_run_options(opts), iopts, &BuildProgress::new(), None, progress)
 }
 
-fn stop_text(fatal: Option<&str>, frame: Option<&FrameError>) -> Option<String> {
-    fatal.map(str::to_string).or_else(|| frame.map(|e| e.to_string()))
+/// [`build`], reporting into `progress` (readable from other threads) and
+/// giving back the pages of the trace behind each decoder with `release`.
+pub fn build_with(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    progress: &BuildProgress,
+    release: Option<Release<'_>>,
+) -> format::IndexData {
+    build::build(plan, data, &index_run_options(opts), iopts, progress, release, &mut |_| {})
 }
 
 /// An index, opened from its file or freshly built, for one buffer.
@@ -331,6 +228,34 @@ pub fn open_or_build(
     rebuild: bool,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Index, IndexError> {
+    opening(plan, data, opts, iopts, rebuild, &BuildProgress::new(), None, progress)
+}
+
+/// [`open_or_build`], reporting into `progress` and giving back pages with
+/// `release` (see [`build_with`]).
+pub fn open_or_build_with(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    rebuild: bool,
+    progress: &BuildProgress,
+    release: Option<Release<'_>>,
+) -> Result<Index, IndexError> {
+    opening(plan, data, opts, iopts, rebuild, progress, release, &mut |_| {})
+}
+
+#[allow(clippy::too_many_arguments)]
+fn opening(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    rebuild: bool,
+    progress: &BuildProgress,
+    release: Option<Release<'_>>,
+    tick: &mut dyn FnMut(u64),
+) -> Result<Index, IndexError> {
     let opts = index_run_options(opts);
     let fp = fingerprint(plan, &opts);
     let ident = TraceIdentity::of(&plan.buffer.path, data);
@@ -347,7 +272,7 @@ pub fn open_or_build(
             }
         }
     }
-    let built = build(plan, data, &opts, iopts, progress);
+    let built = build::build(plan, data, &opts, iopts, progress, release, tick);
     let mut last_err = None;
     for p in &paths {
         match format::write(p, &built, &ident, fp) {

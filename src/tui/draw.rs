@@ -188,8 +188,8 @@ fn density_line(label: &str, bins: &[(f64, u64, u64, u64)], pal: Palette) -> Lin
 
 fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let Some(ix) = &app.indexed else {
-        let done = app.progress.index_done.load(std::sync::atomic::Ordering::Relaxed);
-        let total = app.progress.index_total.load(std::sync::atomic::Ordering::Relaxed).max(1);
+        let done = app.progress.index.done();
+        let total = app.progress.index.total().max(app.progress.index_total.load(std::sync::atomic::Ordering::Relaxed)).max(1);
         let pct = done as f64 * 100.0 / total as f64;
         let w = area.width.saturating_sub(4) as usize;
         let filled = ((w as f64) * pct / 100.0) as usize;

@@ -24,7 +24,9 @@ use super::model::{self, Entry, View, PAGE};
 /// Counters the draw functions read without asking the worker.
 #[derive(Default, Debug)]
 pub struct Progress {
-    pub index_done: AtomicU64,
+    /// The index build (bytes decoded of the trace's size).
+    pub index: crate::index::BuildProgress,
+    /// Size of the trace, known before the build starts.
     pub index_total: AtomicU64,
     /// Elements written by the running export.
     pub export_done: AtomicU64,
@@ -315,7 +317,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
         std::thread::Builder::new()
             .name("tracesight-indexer".into())
             .spawn(move || {
-                let r = open_capture(&p, &c).and_then(|cap| cap.open_index(&IndexOptions::default(), false, &pr.index_done).map(|_| ()));
+                let r = open_capture(&p, &c).and_then(|cap| cap.open_index(&IndexOptions::default(), false, &pr.index).map(|_| ()));
                 let _ = built_tx.send(r);
             })
             .expect("spawning a thread");
@@ -328,10 +330,9 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
             match built_rx.try_recv() {
                 Ok(Ok(())) => {
                     // Built (and written): open the file the indexer made.
-                    let none = AtomicU64::new(0);
+                    let none = crate::index::BuildProgress::new();
                     match cap.open_index(&IndexOptions::default(), false, &none) {
                         Ok(i) => {
-                            progress.index_done.store(progress.index_total.load(Ordering::Relaxed), Ordering::Relaxed);
                             let _ = tx.send(Response::Indexed(indexed_summary(&i.file)));
                             if let Some(r) = ready.take() {
                                 let _ = r.send(());
@@ -410,8 +411,8 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
             return;
         }
     };
-    let dummy = AtomicU64::new(0);
-    let index = match cap.open_index(&IndexOptions::default(), false, &dummy) {
+    let none = crate::index::BuildProgress::new();
+    let index = match cap.open_index(&IndexOptions::default(), false, &none) {
         Ok(i) => i,
         Err(e) => {
             let _ = tx.send(Response::Error(format!("index: {e}")));

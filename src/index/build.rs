@@ -1,0 +1,703 @@
+//! Building an index, on all cores.
+//!
+//! The buffer is cut into parts at checkpoint positions and each part is
+//! decoded by a decoder that starts there unsynchronised ([`Runner::starting_at`]),
+//! all at once (rayon). Such a decoder does not know what came before: its
+//! counts start at zero, and until it meets a sync point its state differs
+//! from the state a decode from the start has at the same place. So the
+//! decoder of each part, after its own part, goes on into the next one,
+//! saving its state at each checkpoint, until that state equals the one the
+//! next part's decoder saved there except for the counters that run from the
+//! start (see [`super::marks`]). From that checkpoint on, both decoders do the
+//! same work, and the later one's checkpoints, once its counters are shifted
+//! by the difference, are what a decode from the start gives. A part whose
+//! decoder never matches is simply decoded again by the earlier one, so the
+//! result is always that of one pass from the start, byte for byte; only the
+//! speed depends on where the decoders meet (usually one checkpoint after the
+//! part starts).
+//!
+//! Segment summaries are gathered per part with the counters left unshifted
+//! and put together in buffer order at the end, when the shifts are known.
+//!
+//! Buffers whose state cannot be saved (TPIU and DSTREAM framing) and builds
+//! on one thread take the same code on one decoder from the start.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use super::format::{self, Checkpoint, IdSummary, IndexData};
+use super::marks::{self, Kind, Mark, Shift};
+use super::{IndexOptions, Maxima, SegmentStats};
+use crate::element::{Element, ElementKind};
+use crate::frame::FrameMode;
+use crate::protocol::etm4::decoder::SpecState;
+use crate::session::{BufferPlan, Counts, Event, RunOptions, Runner};
+
+/// How far an index build is, readable from any thread while it runs.
+#[derive(Debug, Default)]
+pub struct BuildProgress {
+    done: AtomicU64,
+    total: AtomicU64,
+    finished: AtomicBool,
+    parts: AtomicU64,
+    redone: AtomicU64,
+}
+
+impl BuildProgress {
+    pub fn new() -> BuildProgress {
+        BuildProgress::default()
+    }
+
+    /// Bytes of the buffer decoded so far (all threads together).
+    pub fn done(&self) -> u64 {
+        self.done.load(Ordering::Relaxed)
+    }
+
+    /// Bytes to decode (0 until the build has started).
+    pub fn total(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Done as a fraction of the total, from 0 to 1.
+    pub fn fraction(&self) -> f64 {
+        let t = self.total();
+        if t == 0 {
+            0.0
+        } else {
+            (self.done() as f64 / t as f64).min(1.0)
+        }
+    }
+
+    /// True once the build has ended.
+    pub fn finished(&self) -> bool {
+        self.finished.load(Ordering::Relaxed)
+    }
+
+    /// Parts the buffer was decoded in (1: one pass from the start).
+    pub fn parts(&self) -> u64 {
+        self.parts.load(Ordering::Relaxed)
+    }
+
+    /// Bytes decoded twice: by the decoder of a part going on into the next
+    /// one until the two decoders' states matched.
+    pub fn redone(&self) -> u64 {
+        self.redone.load(Ordering::Relaxed)
+    }
+
+    fn add(&self, n: u64) {
+        self.done.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Gives back the pages of `data[a..b]` (see [`crate::input::TraceFile::release`]).
+pub type Release<'r> = &'r (dyn Fn(usize, usize) + Sync);
+
+/// One trace ID's share of a segment, with cycle counts as the part's decoder
+/// saw them; `(n, cycles)` pairs hold the element's place in the segment.
+#[derive(Clone, Copy, Debug)]
+struct IdSeg {
+    trace_id: u8,
+    elements: u64,
+    instructions: u64,
+    first_ts: Option<u64>,
+    last_ts: Option<u64>,
+    first_any: (u64, u64),
+    last_any: (u64, u64),
+    first_pos: Option<(u64, u64)>,
+    last_pos: Option<(u64, u64)>,
+    max_cc: u64,
+}
+
+/// What one decoder saw from one checkpoint to the next.
+#[derive(Clone, Debug, Default)]
+struct Seg {
+    first_ts: Option<u64>,
+    last_ts: Option<u64>,
+    max_ts: Option<u64>,
+    max_index: Option<u64>,
+    instructions: u64,
+    exceptions: u64,
+    gaps: u64,
+    spec_canceled: u64,
+    n: u64,
+    ids: Vec<IdSeg>,
+}
+
+impl Seg {
+    #[inline]
+    fn element(&mut self, e: &Element) {
+        if let Some(t) = e.time.timestamp {
+            self.first_ts.get_or_insert(t);
+            self.last_ts = Some(t);
+            self.max_ts = Some(self.max_ts.map_or(t, |m| m.max(t)));
+        }
+        self.max_index = Some(self.max_index.map_or(e.index, |m| m.max(e.index)));
+        // Ranges first: most elements are, and a well-predicted test is
+        // cheaper than the jump table of a full match.
+        let instr = if let ElementKind::InstrRange { count, .. } = e.kind {
+            count as u64
+        } else {
+            match e.kind {
+                ElementKind::RangeNoPath { count, .. } => count as u64,
+                ElementKind::Exception { .. } => {
+                    self.exceptions += 1;
+                    0
+                }
+                // Every trace-on follows a gap: trace off, an overflow or a restart.
+                ElementKind::NoSync(_) | ElementKind::TraceOn(_) => {
+                    self.gaps += 1;
+                    0
+                }
+                _ => 0,
+            }
+        };
+        self.instructions += instr;
+        let n = self.n;
+        self.n += 1;
+        let cc = e.time.total_cycles;
+        let id = match self.ids.iter().position(|s| s.trace_id == e.trace_id) {
+            Some(i) => &mut self.ids[i],
+            None => {
+                self.ids.push(IdSeg {
+                    trace_id: e.trace_id,
+                    elements: 0,
+                    instructions: 0,
+                    first_ts: None,
+                    last_ts: None,
+                    first_any: (n, cc),
+                    last_any: (n, cc),
+                    first_pos: None,
+                    last_pos: None,
+                    max_cc: 0,
+                });
+                self.ids.last_mut().unwrap()
+            }
+        };
+        id.elements += 1;
+        id.instructions += instr;
+        if let Some(t) = e.time.timestamp {
+            id.first_ts.get_or_insert(t);
+            id.last_ts = Some(t);
+        }
+        id.last_any = (n, cc);
+        id.max_cc = id.max_cc.max(cc);
+        if cc > 0 {
+            id.first_pos.get_or_insert((n, cc));
+            id.last_pos = Some((n, cc));
+        }
+    }
+
+    #[inline]
+    fn event(&mut self, ev: Event<'_>) {
+        match ev {
+            Event::Element { element, .. } => self.element(element),
+            Event::Spec { record, .. } if record.state != SpecState::Committed => self.spec_canceled += 1,
+            _ => {}
+        }
+    }
+}
+
+/// A checkpoint as one decoder saved it, and the segment after it.
+struct Cp {
+    offset: u64,
+    counts: Counts,
+    state: Vec<u8>,
+    marks: Option<Vec<Mark>>,
+    seg: Seg,
+}
+
+/// How a decoder's run ended.
+enum End {
+    /// At the buffer's end (after end-of-trace processing when the whole
+    /// buffer was accepted) or where the data path stopped: the index ends
+    /// here, with these totals and this reason for stopping.
+    Last { counts: Counts, stop: Option<String> },
+    /// Still going: its state at `offset`, to compare or to resume from.
+    Open { offset: u64, state: Vec<u8>, marks: Option<Vec<Mark>> },
+}
+
+/// What is shared by the threads of a build.
+struct Ctx<'a> {
+    data: &'a [u8],
+    opts: &'a RunOptions,
+    interval: usize,
+    accepted: usize,
+    /// Whether checkpoints need their counters located (parallel builds).
+    marked: bool,
+    progress: &'a BuildProgress,
+    release: Option<Release<'a>>,
+}
+
+/// Asked at each checkpoint (offset, saved state, its counters) whether the
+/// decoder of a later part, by how much behind, is in that state there.
+type Join<'j> = &'j mut dyn FnMut(u64, &[u8], Option<&[Mark]>) -> Option<(usize, Shift)>;
+
+/// How [`Ctx::advance`] stopped.
+enum Step {
+    Reached,
+    Stopped,
+    Joined(u64, usize, Shift),
+}
+
+impl Ctx<'_> {
+    /// Decode from the runner's offset (a checkpoint position) to `to`,
+    /// saving a checkpoint before each block while the state can be saved.
+    /// `join` is asked at each checkpoint whether another decoder takes over
+    /// from there. `count` says whether the bytes count as progress.
+    fn advance(
+        &self,
+        r: &mut Runner<'_>,
+        to: usize,
+        cps: &mut Vec<Cp>,
+        count: bool,
+        join: Join<'_>,
+    ) -> Step {
+        let mut released = r.offset() as usize;
+        let mut resumable = true;
+        loop {
+            let pos = r.offset() as usize;
+            if pos >= to {
+                return Step::Reached;
+            }
+            let saved = if !resumable {
+                None
+            } else if self.marked {
+                r.save_state_marked()
+            } else {
+                r.save_state().map(|s| (s, None))
+            };
+            match saved {
+                Some((state, marks)) => {
+                    if let Some((part, shift)) = join(pos as u64, &state, marks.as_deref()) {
+                        return Step::Joined(pos as u64, part, shift);
+                    }
+                    cps.push(Cp { offset: pos as u64, counts: r.counts, state, marks, seg: Seg::default() });
+                }
+                None if resumable => {
+                    // From here on the segment of the last checkpoint grows to
+                    // the end, as in a decode that cannot save its state.
+                    resumable = false;
+                    if cps.is_empty() {
+                        cps.push(Cp { offset: 0, counts: r.counts, state: Vec::new(), marks: None, seg: Seg::default() });
+                    }
+                }
+                None => {}
+            }
+            let end = (pos + self.interval).min(self.accepted);
+            let seg = &mut cps.last_mut().expect("a checkpoint before the first block").seg;
+            let ok = r.feed(&self.data[pos..end], &mut |ev| seg.event(ev));
+            if count {
+                self.progress.add((end - pos) as u64);
+            }
+            if let Some(release) = self.release {
+                // Each part is read once, front to back; the next decoder
+                // going on into it is a few pages of page cache away.
+                if end >= released + (16 << 20) || end >= to {
+                    release(released, end);
+                    released = end;
+                }
+            }
+            if !ok {
+                return Step::Stopped;
+            }
+        }
+    }
+
+    /// The end of a run that reached the end of the accepted data or stopped:
+    /// end-of-trace processing when the whole buffer was accepted.
+    fn last(&self, r: &mut Runner<'_>, cps: &mut Vec<Cp>, stopped: bool) -> End {
+        if !stopped && self.accepted == self.data.len() {
+            if cps.is_empty() {
+                cps.push(Cp { offset: 0, counts: r.counts, state: Vec::new(), marks: None, seg: Seg::default() });
+            }
+            let seg = &mut cps.last_mut().unwrap().seg;
+            r.finish(&mut |ev| {
+                // Only elements: the speculation records of the flush are not
+                // part of any segment's count.
+                if let Event::Element { element, .. } = ev {
+                    seg.element(element)
+                }
+            });
+        }
+        let summary = r.summary(self.data.len() as u64);
+        let stop = summary.fatal.clone().or_else(|| summary.frame_error.as_ref().map(|e| e.to_string()));
+        End::Last { counts: r.counts, stop }
+    }
+
+    /// The end of a run that stopped at `to` ([`Step::Reached`] or
+    /// [`Step::Stopped`]).
+    fn end(&self, r: &mut Runner<'_>, cps: &mut Vec<Cp>, step: &Step, to: usize) -> Option<End> {
+        match step {
+            Step::Reached if to < self.accepted => {
+                let (state, marks) = r.save_state_marked()?;
+                Some(End::Open { offset: to as u64, state, marks })
+            }
+            _ => Some(self.last(r, cps, matches!(step, Step::Stopped))),
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// A decoder for the part from `start`, started where its state will soon
+    /// match that of a decode from the start, and brought to the part's
+    /// first checkpoint after that. A parser that starts on bytes before a
+    /// sync point reports them as unsynchronised and keeps a trace of that in
+    /// its state for good, which the decode from the start never has when
+    /// that began at a sync point; so an unformatted ETMv4/ETE buffer is
+    /// entered at the part's first A-sync.
+    fn lead_in<'p>(&self, plan: &'p BufferPlan, start: usize, to: usize) -> Runner<'p> {
+        let etm4 = plan.frame_mode(self.opts.dstream).is_none()
+            && matches!(plan.sources.first().map(|s| &s.kind), Some(crate::session::SourceKind::Etm4(_)));
+        let Some(at) = etm4.then(|| a_sync(&self.data[start..to])).flatten().map(|i| start + i) else {
+            return Runner::starting_at(plan, self.opts, start as u64);
+        };
+        let first = at.next_multiple_of(self.interval).min(to);
+        let mut r = Runner::starting_at(plan, self.opts, at as u64);
+        // Blocks after the first stay at the offsets a decode from the start
+        // gives them.
+        let aligned = at.next_multiple_of(1024).min(first);
+        if r.feed(&self.data[at..aligned], &mut |_| {}) {
+            r.feed(&self.data[aligned..first], &mut |_| {});
+        }
+        self.progress.add((first - start) as u64);
+        r
+    }
+}
+
+/// Where the first ETMv4/ETE A-sync packet (eleven 0x00 bytes, then 0x80)
+/// of `bytes` starts.
+fn a_sync(bytes: &[u8]) -> Option<usize> {
+    let mut zeros = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        match b {
+            0 => zeros += 1,
+            0x80 if zeros >= 11 => return Some(i - 11),
+            _ => zeros = 0,
+        }
+    }
+    None
+}
+
+/// A plan that can go to another thread: the program image is copied (its
+/// regions are shared, its lookup cache is not), and put back into a plan on
+/// the thread that decodes.
+struct PlanCopy {
+    buffer: crate::input::TraceBuffer,
+    sources: Vec<crate::session::Source>,
+    image: crate::image::memory::MemoryImage,
+}
+
+impl PlanCopy {
+    fn of(plan: &BufferPlan) -> PlanCopy {
+        PlanCopy { buffer: plan.buffer.clone(), sources: plan.sources.clone(), image: (*plan.image).clone() }
+    }
+
+    // The image is not shared with any other thread: each decoder gets its own.
+    #[allow(clippy::arc_with_non_send_sync)]
+    fn plan(self) -> BufferPlan {
+        BufferPlan { buffer: self.buffer, sources: self.sources, notes: Vec::new(), image: Arc::new(self.image) }
+    }
+}
+
+/// Intervals a part's decoder goes on past its part before its state is
+/// compared with the next decoder's: the next decoder starts unsynchronised
+/// and has usually met a sync point by its second checkpoint.
+const LOOKAHEAD: usize = 2;
+
+/// One part of a parallel build: its decoder's checkpoints in the part and
+/// how that ended; when it did not end the decode, the checkpoints it saved
+/// going on into the next part, and how that ended.
+struct Part {
+    cps: Vec<Cp>,
+    end: End,
+    ahead: Vec<Cp>,
+    ahead_end: Option<End>,
+}
+
+/// Build the index of `data` (already set up: `opts` are the index's run
+/// options). The decoding is done on other threads; this one calls `tick`
+/// with the progress now and then.
+pub(super) fn build(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    progress: &BuildProgress,
+    release: Option<Release<'_>>,
+    tick: &mut dyn FnMut(u64),
+) -> IndexData {
+    let copy = PlanCopy::of(plan);
+    let me = std::thread::current();
+    let out = std::thread::scope(|sc| {
+        let h = sc.spawn(|| {
+            let out = build_here(&copy.plan(), data, opts, iopts, progress, release);
+            me.unpark();
+            out
+        });
+        while !h.is_finished() {
+            tick(progress.done());
+            std::thread::park_timeout(std::time::Duration::from_millis(100));
+        }
+        h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+    });
+    tick(progress.done());
+    out
+}
+
+fn build_here(
+    plan: &BufferPlan,
+    data: &[u8],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    progress: &BuildProgress,
+    release: Option<Release<'_>>,
+) -> IndexData {
+    let interval = (iopts.interval.max(1024).div_ceil(1024) * 1024) as usize;
+    let probe = Runner::new(plan, opts);
+    let accepted = super::accepted_len(&probe, data);
+    let splittable = matches!(probe.frame_mode(), None | Some(FrameMode::MemAligned));
+    drop(probe);
+    progress.total.store(accepted as u64, Ordering::Relaxed);
+    let threads = match iopts.threads {
+        0 => rayon::current_num_threads(),
+        n => n,
+    };
+    let part_len = match iopts.part {
+        0 => (accepted / (threads * 8)).clamp(16 * interval, 256 * interval),
+        n => n as usize,
+    }
+    .div_ceil(interval)
+    .max(1)
+        * interval;
+    let mut ctx = Ctx { data, opts, interval, accepted, marked: false, progress, release };
+    let mut out = None;
+    if splittable && threads > 1 && accepted > part_len {
+        ctx.marked = true;
+        let pool = if iopts.threads == 0 { None } else { rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok() };
+        out = parallel(&ctx, plan, part_len, pool.as_ref());
+        ctx.marked = false;
+    }
+    let out = out.unwrap_or_else(|| {
+        progress.done.store(0, Ordering::Relaxed);
+        progress.redone.store(0, Ordering::Relaxed);
+        progress.parts.store(1, Ordering::Relaxed);
+        let mut r = Runner::new(plan, opts);
+        let mut cps = Vec::new();
+        let step = ctx.advance(&mut r, accepted, &mut cps, true, &mut |_, _, _| None);
+        let end = ctx.last(&mut r, &mut cps, matches!(step, Step::Stopped));
+        let part = Part { cps, end, ahead: Vec::new(), ahead_end: None };
+        merge(&ctx, plan, &[part], accepted.max(1)).expect("one part needs no shifting")
+    });
+    progress.done.store(accepted as u64, Ordering::Relaxed);
+    progress.finished.store(true, Ordering::Relaxed);
+    out
+}
+
+fn parallel(ctx: &Ctx<'_>, plan: &BufferPlan, part_len: usize, pool: Option<&rayon::ThreadPool>) -> Option<IndexData> {
+    let jobs: Vec<(usize, PlanCopy)> = (0..ctx.accepted).step_by(part_len).map(|s| (s, PlanCopy::of(plan))).collect();
+    ctx.progress.parts.store(jobs.len() as u64, Ordering::Relaxed);
+    let work = || -> Vec<Option<Part>> { jobs
+        .into_par_iter()
+        .map(|(start, copy)| {
+            let plan = copy.plan();
+            let to = (start + part_len).min(ctx.accepted);
+            let mut r = if start == 0 { Runner::new(&plan, ctx.opts) } else { ctx.lead_in(&plan, start, to) };
+            let mut cps = Vec::new();
+            let step = ctx.advance(&mut r, to, &mut cps, true, &mut |_, _, _| None);
+            let end = ctx.end(&mut r, &mut cps, &step, to)?;
+            let mut ahead = Vec::new();
+            let mut ahead_end = None;
+            if matches!(end, End::Open { .. }) {
+                let further = (to + LOOKAHEAD * ctx.interval).min(ctx.accepted);
+                let step = ctx.advance(&mut r, further, &mut ahead, false, &mut |_, _, _| None);
+                ctx.progress.redone.fetch_add((r.offset() as usize).saturating_sub(to) as u64, Ordering::Relaxed);
+                ahead_end = Some(ctx.end(&mut r, &mut ahead, &step, further)?);
+            }
+            Some(Part { cps, end, ahead, ahead_end })
+        })
+        .collect() };
+    let parts = match pool {
+        Some(p) => p.install(work),
+        None => work(),
+    };
+    let parts: Vec<Part> = parts.into_iter().collect::<Option<_>>()?;
+    merge(ctx, plan, &parts, part_len)
+}
+
+/// Put the parts together in buffer order: from part 0, follow each decoder
+/// until its state matches a later one's, and from there that one's
+/// checkpoints with its counters shifted. A decoder that matches none within
+/// its look-ahead is resumed here and goes on until one does (or to the end).
+/// `None` when a shift cannot be applied (the caller then decodes in one pass).
+fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> Option<IndexData> {
+    let raw = plan.frame_mode(ctx.opts.dstream).is_none();
+    let mut acc = Acc { raw, ..Acc::default() };
+    let (mut k, mut from) = (0usize, 0u64);
+    loop {
+        // Whether the decoder of part `k`, at `offset`, is in the state the
+        // decoder of a later part saved there.
+        let meets = |offset: u64, state: &[u8], marks: Option<&[Mark]>| -> Option<(usize, Shift)> {
+            let m = offset as usize / part_len;
+            let later = parts.get(m).filter(|_| m > k)?;
+            let i = later.cps.binary_search_by_key(&offset, |c| c.offset).ok()?;
+            let cp = &later.cps[i];
+            Some((m, marks::shift_between(state, marks?, &cp.state, cp.marks.as_deref()?)?))
+        };
+        let part = &parts[k];
+        for cp in part.cps.iter().filter(|c| c.offset >= from) {
+            acc.emit(cp)?;
+        }
+        let mut met = None;
+        let mut end = &part.end;
+        if matches!(part.end, End::Open { .. }) {
+            for cp in &part.ahead {
+                met = meets(cp.offset, &cp.state, cp.marks.as_deref()).map(|(m, s)| (cp.offset, m, s));
+                if met.is_some() {
+                    break;
+                }
+                acc.emit(cp)?;
+            }
+            end = part.ahead_end.as_ref()?;
+        }
+        if met.is_none() {
+            match end {
+                End::Last { counts, stop } => return Some(acc.finish(counts, stop.clone())),
+                End::Open { offset, state, marks } => {
+                    met = meets(*offset, state, marks.as_deref()).map(|(m, s)| (*offset, m, s));
+                    if met.is_none() {
+                        // No match yet: this decoder goes on, here.
+                        let mut r = Runner::resume(plan, ctx.opts, state).ok()?;
+                        let mut cps = Vec::new();
+                        let mut join = |o: u64, st: &[u8], mk: Option<&[Mark]>| meets(o, st, mk);
+                        let step = ctx.advance(&mut r, ctx.accepted, &mut cps, false, &mut join);
+                        ctx.progress.redone.fetch_add(r.offset().saturating_sub(*offset), Ordering::Relaxed);
+                        let last = match step {
+                            Step::Joined(o, m, s) => {
+                                met = Some((o, m, s));
+                                None
+                            }
+                            _ => Some(ctx.last(&mut r, &mut cps, matches!(step, Step::Stopped))),
+                        };
+                        for cp in &cps {
+                            acc.emit(cp)?;
+                        }
+                        if let Some(End::Last { counts, stop }) = last {
+                            return Some(acc.finish(&counts, stop));
+                        }
+                    }
+                }
+            }
+        }
+        let (offset, m, s) = met?;
+        acc.shift = acc.shift.then(&s);
+        if !acc.shift.consistent() {
+            return None;
+        }
+        k = m;
+        from = offset;
+    }
+}
+
+/// The index as it is put together, in buffer order.
+#[derive(Default)]
+struct Acc {
+    raw: bool,
+    shift: Shift,
+    checkpoints: Vec<Checkpoint>,
+    states: Vec<Vec<u8>>,
+    ids: Vec<IdSummary>,
+    max: Maxima,
+}
+
+impl Acc {
+    fn counts(&self, c: &Counts) -> Counts {
+        Counts {
+            packets: c.packets + self.shift.get(Kind::Packets, 0),
+            elements: c.elements + self.shift.get(Kind::Elements, 0),
+            instructions: c.instructions + self.shift.get(Kind::Instructions, 0),
+        }
+    }
+
+    /// Add a checkpoint and its segment, shifted to the decode from the start.
+    fn emit(&mut self, cp: &Cp) -> Option<()> {
+        let mut state = cp.state.clone();
+        if self.shift != Shift::default() {
+            self.shift.apply(&mut state, cp.marks.as_deref()?);
+        }
+        let mut c = Checkpoint::new(cp.offset, &self.counts(&cp.counts), &self.max, &state);
+        self.states.push(state);
+        let s = &cp.seg;
+        let mut seg = SegmentStats {
+            first_ts: s.first_ts,
+            last_ts: s.last_ts,
+            instructions: s.instructions,
+            exceptions: s.exceptions,
+            gaps: s.gaps,
+            spec_canceled: s.spec_canceled,
+            ..SegmentStats::default()
+        };
+        // (place in the segment, cycles) of the first and last counted element
+        let mut first_cc: Option<(u64, u64)> = None;
+        let mut last_cc: Option<(u64, u64)> = None;
+        for i in &s.ids {
+            let d = self.shift.get(Kind::Cycles, if self.raw { 0 } else { i.trace_id });
+            // Shifted by more than 0, every cycle count of the ID is
+            // positive, so every element counts.
+            let (f, l) = if d > 0 { (Some(i.first_any), Some(i.last_any)) } else { (i.first_pos, i.last_pos) };
+            let (f, l) = (f.map(|(n, c)| (n, c + d)), l.map(|(n, c)| (n, c + d)));
+            if f.is_some_and(|f| first_cc.map_or(true, |g| f.0 < g.0)) {
+                first_cc = f;
+            }
+            if l.is_some_and(|l| last_cc.map_or(true, |g| l.0 > g.0)) {
+                last_cc = l;
+            }
+            if i.max_cc + d > 0 {
+                self.max.cc = Some(self.max.cc.map_or(i.max_cc + d, |m| m.max(i.max_cc + d)));
+            }
+            let id = match self.ids.iter().position(|x| x.trace_id == i.trace_id as u64) {
+                Some(p) => &mut self.ids[p],
+                None => {
+                    self.ids.push(IdSummary { trace_id: i.trace_id as u64, ..IdSummary::default() });
+                    self.ids.last_mut().unwrap()
+                }
+            };
+            id.elements += i.elements;
+            id.instructions += i.instructions;
+            if let (Some(a), Some(b)) = (i.first_ts, i.last_ts) {
+                if id.first_ts == format::NONE {
+                    id.first_ts = a;
+                }
+                id.last_ts = b;
+            }
+            if let (Some(a), Some(b)) = (f, l) {
+                if id.first_cc == format::NONE {
+                    id.first_cc = a.1;
+                }
+                id.last_cc = b.1;
+            }
+        }
+        seg.first_cc = first_cc.map(|f| f.1);
+        seg.last_cc = last_cc.map(|l| l.1);
+        c.set_segment(&seg);
+        self.checkpoints.push(c);
+        if let Some(t) = s.max_ts {
+            self.max.ts = Some(self.max.ts.map_or(t, |m| m.max(t)));
+        }
+        if let Some(i) = s.max_index {
+            self.max.index = Some(self.max.index.map_or(i, |m| m.max(i)));
+        }
+        Some(())
+    }
+
+    fn finish(mut self, counts: &Counts, stop: Option<String>) -> IndexData {
+        if self.checkpoints.is_empty() {
+            self.checkpoints.push(Checkpoint::new(0, &Counts::default(), &Maxima::default(), &[]));
+            self.states.push(Vec::new());
+        }
+        self.ids.sort_by_key(|s| s.trace_id);
+        let totals = self.counts(counts);
+        IndexData { checkpoints: self.checkpoints, states: self.states, ids: self.ids, totals, stop }
+    }
+}
