@@ -66,7 +66,7 @@ fn bench(c: &mut Criterion) {
     g.measurement_time(Duration::from_secs(3));
     for (w, h) in [(160u16, 48u16), (80, 24)] {
         let mut app = tui::spawn(&path, &CaptureOptions::default(), (w, h));
-        pump_until(&mut app, "the index", |a| a.total().is_some());
+        pump_until(&mut app, "the index", |a| a.indexed.is_some());
         pump_until(&mut app, "the function entry counts", counts_done);
         let total = app.total().unwrap();
         let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();

@@ -8,8 +8,8 @@
 //! ```
 //!
 //! Two figures per action: "direct" takes each worker answer the moment it
-//! arrives; "30 ms poll" takes them as `tui::run`'s event loop does, between
-//! 30 ms waits for terminal input.
+//! arrives; "event loop" takes them as `tui::run`'s loop does, between waits
+//! for terminal input (2 ms while an answer is due, else 30 ms).
 
 use std::path::Path;
 use std::sync::mpsc::RecvTimeoutError;
@@ -51,7 +51,7 @@ fn settle(app: &mut App, term: &mut Terminal<TestBackend>, wait: Wait) {
             },
             Wait::Poll30 => {
                 if !app.pump() {
-                    std::thread::sleep(Duration::from_millis(30));
+                    std::thread::sleep(Duration::from_millis(if app.waiting() { 2 } else { 30 }));
                 }
             }
         }
@@ -92,7 +92,7 @@ fn main() {
     let n: usize = args.get(2).map_or(200, |s| s.parse().expect("N: a number of jumps"));
     let t0 = Instant::now();
     let mut app = tui::spawn(Path::new(path), &CaptureOptions::default(), SIZE);
-    while app.total().is_none() {
+    while app.indexed.is_none() {
         match app.chans.rx.recv_timeout(Duration::from_secs(600)) {
             Ok(r) => app.on_response(r),
             Err(e) => panic!("no index: {e:?} {:?}", app.error),
@@ -113,7 +113,7 @@ fn main() {
     let mut term = Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).expect("terminal");
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     for wait in [Wait::Direct, Wait::Poll30] {
-        let tag = if wait == Wait::Direct { "direct" } else { "30 ms poll" };
+        let tag = if wait == Wait::Direct { "direct" } else { "event loop" };
         let mut jumps = Vec::with_capacity(n);
         let mut pages = Vec::with_capacity(n);
         for _ in 0..n {

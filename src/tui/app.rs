@@ -272,7 +272,7 @@ impl App {
         }
     }
 
-    /// Ask for the pages the screen needs, then one either side.
+    /// Ask for the pages the screen needs and the one after.
     pub fn request_visible(&mut self) {
         let Some(total) = self.total() else { return };
         if total == 0 {
@@ -282,8 +282,10 @@ impl App {
         let first = self.top.number / PAGE;
         let last = (self.top.number + h).min(total - 1) / PAGE;
         let cursor = self.cursor.number / PAGE;
-        self.want_pages((first..=last).chain(std::iter::once(cursor)));
-        self.want_pages([first.saturating_sub(1), last + 1].into_iter());
+        // The page after the screen comes in the same pass, nearly free; the
+        // one before may start at an earlier checkpoint, so it waits until
+        // scrolling up needs it.
+        self.want_pages((first..=last + 1).chain(std::iter::once(cursor)));
         self.ask_source();
     }
 

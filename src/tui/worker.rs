@@ -380,7 +380,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
             }
             Request::Source { addr, window, disasm } => {
                 let space = crate::element::MemSpace::ANY;
-                let view = super::sourceview::source_view(cap.symbols.as_ref(), &mut resolver, &cap.plan.image, space, addr, &window, 12);
+                let view = super::sourceview::source_view(cap.symbols.as_ref(), &mut resolver, &cap.plan.image, space, addr, &window, 40);
                 let lines = disasm
                     .map(|r| super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &r, Some(addr), 64))
                     .unwrap_or_default();
