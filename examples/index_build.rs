@@ -37,7 +37,7 @@ fn main() {
             let c0 = cpu_seconds();
             let t0 = Instant::now();
             let progress = index::BuildProgress::new();
-            let built = index::build_with(&plan, data, &opts, &iopts, &progress, None);
+            let built = index::build(&plan, data, &opts, &iopts, &progress, None);
             let s = t0.elapsed().as_secs_f64();
             rates.push(mib / s);
             let cpu = cpu_seconds() - c0;

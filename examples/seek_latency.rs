@@ -23,7 +23,7 @@ fn main() {
     let data = file.bytes();
     let opts = RunOptions::default();
     let t0 = Instant::now();
-    let idx = index::open_or_build(&plan, data, &opts, &IndexOptions::default(), false, &mut |_| {}).expect("index");
+    let idx = index::open_or_build(&plan, data, &opts, &IndexOptions::default(), false, &index::BuildProgress::new(), None).expect("index");
     println!(
         "index: {} in {:.3} s ({} checkpoints, {} elements, {:.1} MiB file)",
         if idx.built { "built" } else { "opened" },

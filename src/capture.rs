@@ -105,7 +105,7 @@ impl Capture {
     pub fn open_index(&self, iopts: &IndexOptions, rebuild: bool, progress: &BuildProgress) -> Result<Index, String> {
         let file = &self.file;
         let release = |a: usize, b: usize| file.release(a, b);
-        index::open_or_build_with(&self.plan, self.file.bytes(), &self.opts, iopts, rebuild, progress, Some(&release))
+        index::open_or_build(&self.plan, self.file.bytes(), &self.opts, iopts, rebuild, progress, Some(&release))
             .map_err(|e| e.to_string())
     }
 

@@ -28,6 +28,13 @@ struct Cli {
     /// Capture to open in the viewer (an OpenCSD snapshot directory). Without
     /// one, the bundled demo capture is opened.
     path: Option<PathBuf>,
+    #[command(flatten)]
+    capture: CaptureArgs,
+}
+
+/// How to open a capture (the viewer and `export`).
+#[derive(clap::Args)]
+struct CaptureArgs {
     /// ELF file with code and symbols, at its own addresses or with its lowest
     /// segment at @ADDRESS (hex) (repeatable). ELF files inside the snapshot
     /// directory are used for symbols without this.
@@ -39,6 +46,22 @@ struct Cli {
     /// Read dstream_coresight buffers as DSTREAM captures.
     #[arg(long)]
     dstream: bool,
+}
+
+impl CaptureArgs {
+    fn options(&self) -> tracesight::capture::CaptureOptions {
+        tracesight::capture::CaptureOptions {
+            images: self.images.clone(),
+            source: self.source.clone(),
+            dstream: self.dstream,
+            decoder: DecoderOptions {
+                instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
+                aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
+                ..DecoderOptions::default()
+            },
+            no_auto_images: false,
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -176,15 +199,8 @@ struct ExportArgs {
     /// The file to write (under a temporary name, renamed when complete).
     #[arg(short = 'o', long, value_name = "FILE")]
     output: PathBuf,
-    /// ELF files of the program image and symbols, as for decode (repeatable).
-    #[arg(long = "image", value_name = "ELF[@ADDRESS]")]
-    images: Vec<String>,
-    /// Trace buffer, by its name in trace.ini (default: the first).
-    #[arg(long)]
-    source: Option<String>,
-    /// Read dstream_coresight buffers as DSTREAM captures.
-    #[arg(long)]
-    dstream: bool,
+    #[command(flatten)]
+    capture: CaptureArgs,
 }
 
 #[derive(clap::Args)]
@@ -236,17 +252,7 @@ fn main() -> ExitCode {
         Some(Command::Synth(args)) => tracesight::synth::cli::run(args),
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
-            let copts = tracesight::capture::CaptureOptions {
-                images: cli.images,
-                source: cli.source,
-                dstream: cli.dstream,
-                decoder: DecoderOptions {
-                    instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
-                    aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
-                    ..DecoderOptions::default()
-                },
-                no_auto_images: false,
-            };
+            let copts = cli.capture.options();
             // Open once here so a bad path fails before the screen switches.
             tracesight::capture::Capture::open(&path, &copts)
                 .and_then(|_| tracesight::tui::run(&path, &copts))
@@ -593,20 +599,6 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     Ok(if failure.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-fn spec_kind_text(k: SpecKind) -> &'static str {
-    match k {
-        SpecKind::Atom { executed: true } => "atom E",
-        SpecKind::Atom { executed: false } => "atom N",
-        SpecKind::Exception => "exception",
-        SpecKind::ExceptionReturn => "exception return",
-        SpecKind::FunctionReturn => "function return",
-        SpecKind::Q => "Q",
-        SpecKind::SourceAddress => "source address",
-        SpecKind::TransactionStart => "transaction start",
-        SpecKind::Unseen => "unseen",
-    }
-}
-
 /// Speculation-view line; it starts with `Idx:` like the others but is neither
 /// a packet nor an OCSD element, so OpenCSD-format comparisons ignore it.
 fn write_spec_line(out: &mut String, r: &SpecRecord) {
@@ -619,7 +611,7 @@ fn write_spec_line(out: &mut String, r: &SpecRecord) {
         r.created,
         r.trace_id,
         r.seq,
-        spec_kind_text(r.kind),
+        r.kind.name(),
         r.state.name()
     ));
 }
@@ -627,7 +619,7 @@ fn write_spec_line(out: &mut String, r: &SpecRecord) {
 fn write_spec_json(out: &mut String, r: &SpecRecord) {
     let (kind, executed) = match r.kind {
         SpecKind::Atom { executed } => ("atom", Some(executed)),
-        k => (spec_kind_text(k), None),
+        k => (k.name(), None),
     };
     out.push_str(&format!(
         "{{\"index\":{},\"id\":{},\"type\":\"speculation\",\"seq\":{},\"kind\":\"{kind}\",\"state\":\"{}\"",
@@ -688,17 +680,7 @@ fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
             )
         })?,
     };
-    let copts = tracesight::capture::CaptureOptions {
-        images: args.images.clone(),
-        source: args.source.clone(),
-        dstream: args.dstream,
-        decoder: DecoderOptions {
-            instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
-            aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
-            ..DecoderOptions::default()
-        },
-        no_auto_images: false,
-    };
+    let copts = args.capture.options();
     let cap = tracesight::capture::Capture::open(&args.path, &copts)?;
     for w in &cap.warnings {
         eprintln!("tracesight: warning: {w}");
@@ -799,7 +781,7 @@ fn open_index(
                 }
             });
         }
-        let r = index::open_or_build_with(plan, data, opts, iopts, rebuild, &progress, Some(&release));
+        let r = index::open_or_build(plan, data, opts, iopts, rebuild, &progress, Some(&release));
         over.store(true, Ordering::Relaxed);
         r
     })

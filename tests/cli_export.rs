@@ -331,7 +331,7 @@ fn failed_exports_leave_nothing_and_keep_existing_files() {
 fn demo_with_small_index(dir: &Path) -> (Capture, index::IndexFile) {
     let cap = Capture::open(&demo(), &CaptureOptions::default()).unwrap();
     let data = cap.file.bytes();
-    let built = index::build(&cap.plan, data, &cap.opts, &IndexOptions { interval: 1024, ..Default::default() }, &mut |_| {});
+    let built = index::build(&cap.plan, data, &cap.opts, &IndexOptions { interval: 1024, ..Default::default() }, &index::BuildProgress::new(), None);
     let ident = TraceIdentity::of(&cap.plan.buffer.path, data);
     let path = dir.join("demo.tsidx");
     format::write(&path, &built, &ident, 7).unwrap();

@@ -74,7 +74,7 @@ fn random_seeks_equal_the_full_decode_on_every_fixture() {
         let opts = index::index_run_options(&RunOptions::default());
         let full = full_decode(&plan, data, &opts);
         // Small checkpoint spacing so that even the small captures have many.
-        let built = index::build(&plan, data, &opts, &IndexOptions { interval: 1024, ..IndexOptions::default() }, &mut |_| {});
+        let built = index::build(&plan, data, &opts, &IndexOptions { interval: 1024, ..IndexOptions::default() }, &index::BuildProgress::new(), None);
         assert_eq!(built.totals.elements, full.len() as u64, "{}: element count", dir.display());
         let ident = TraceIdentity::of(&buffer.path, data);
         let path = work.join(format!("{}.tsidx", dir.file_name().unwrap().to_string_lossy()));

@@ -417,8 +417,7 @@ struct Part {
 }
 
 /// Build the index of `data` (already set up: `opts` are the index's run
-/// options). The decoding is done on other threads; this one calls `tick`
-/// with the progress now and then.
+/// options).
 pub(super) fn build(
     plan: &BufferPlan,
     data: &[u8],
@@ -426,24 +425,10 @@ pub(super) fn build(
     iopts: &IndexOptions,
     progress: &BuildProgress,
     release: Option<Release<'_>>,
-    tick: &mut dyn FnMut(u64),
 ) -> IndexData {
+    // The decoders work on copies of the plan (see PlanCopy).
     let copy = PlanCopy::of(plan);
-    let me = std::thread::current();
-    let out = std::thread::scope(|sc| {
-        let h = sc.spawn(|| {
-            let out = build_here(&copy.plan(), data, opts, iopts, progress, release);
-            me.unpark();
-            out
-        });
-        while !h.is_finished() {
-            tick(progress.done());
-            std::thread::park_timeout(std::time::Duration::from_millis(100));
-        }
-        h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
-    });
-    tick(progress.done());
-    out
+    build_here(&copy.plan(), data, opts, iopts, progress, release)
 }
 
 fn build_here(

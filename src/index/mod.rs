@@ -182,21 +182,10 @@ fn accepted_len(runner: &Runner<'_>, data: &[u8]) -> usize {
 }
 
 /// Build the index of `data` (the buffer's bytes) in memory, on
-/// [`IndexOptions::threads`] threads. `progress` is called on the calling
-/// thread, now and then and at the end, with the number of bytes decoded.
+/// [`IndexOptions::threads`] threads, reporting into `progress` (readable
+/// from other threads) and giving back the pages of the trace behind each
+/// decoder with `release`.
 pub fn build(
-    plan: &BufferPlan,
-    data: &[u8],
-    opts: &RunOptions,
-    iopts: &IndexOptions,
-    progress: &mut dyn FnMut(u64),
-) -> format::IndexData {
-    build::build(plan, data, &index_run_options(opts), iopts, &BuildProgress::new(), None, progress)
-}
-
-/// [`build`], reporting into `progress` (readable from other threads) and
-/// giving back the pages of the trace behind each decoder with `release`.
-pub fn build_with(
     plan: &BufferPlan,
     data: &[u8],
     opts: &RunOptions,
@@ -204,7 +193,7 @@ pub fn build_with(
     progress: &BuildProgress,
     release: Option<Release<'_>>,
 ) -> format::IndexData {
-    build::build(plan, data, &index_run_options(opts), iopts, progress, release, &mut |_| {})
+    build::build(plan, data, &index_run_options(opts), iopts, progress, release)
 }
 
 /// An index, opened from its file or freshly built, for one buffer.
@@ -219,42 +208,16 @@ pub struct Index {
 }
 
 /// Open the index of a buffer, building (and saving) it when there is none,
-/// it is stale or broken, or `rebuild` is set.
+/// it is stale or broken, or `rebuild` is set; a build reports into
+/// `progress` and gives back pages with `release` (see [`build`]).
 pub fn open_or_build(
     plan: &BufferPlan,
     data: &[u8],
     opts: &RunOptions,
     iopts: &IndexOptions,
     rebuild: bool,
-    progress: &mut dyn FnMut(u64),
-) -> Result<Index, IndexError> {
-    opening(plan, data, opts, iopts, rebuild, &BuildProgress::new(), None, progress)
-}
-
-/// [`open_or_build`], reporting into `progress` and giving back pages with
-/// `release` (see [`build_with`]).
-pub fn open_or_build_with(
-    plan: &BufferPlan,
-    data: &[u8],
-    opts: &RunOptions,
-    iopts: &IndexOptions,
-    rebuild: bool,
     progress: &BuildProgress,
     release: Option<Release<'_>>,
-) -> Result<Index, IndexError> {
-    opening(plan, data, opts, iopts, rebuild, progress, release, &mut |_| {})
-}
-
-#[allow(clippy::too_many_arguments)]
-fn opening(
-    plan: &BufferPlan,
-    data: &[u8],
-    opts: &RunOptions,
-    iopts: &IndexOptions,
-    rebuild: bool,
-    progress: &BuildProgress,
-    release: Option<Release<'_>>,
-    tick: &mut dyn FnMut(u64),
 ) -> Result<Index, IndexError> {
     let opts = index_run_options(opts);
     let fp = fingerprint(plan, &opts);
@@ -272,7 +235,7 @@ fn opening(
             }
         }
     }
-    let built = build::build(plan, data, &opts, iopts, progress, release, tick);
+    let built = build::build(plan, data, &opts, iopts, progress, release);
     let mut last_err = None;
     for p in &paths {
         match format::write(p, &built, &ident, fp) {

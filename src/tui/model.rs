@@ -3,7 +3,7 @@
 //! the draw functions without further decoding.
 
 use crate::element::{Element, ElementKind, InstrSubtype, InstrType, Isa, PeContext, Security};
-use crate::protocol::etm4::decoder::{SpecKind, SpecRecord, SpecState};
+use crate::protocol::etm4::decoder::{SpecRecord, SpecState};
 
 /// Elements per page: what one request to the worker decodes.
 pub const PAGE: u64 = 128;
@@ -143,26 +143,12 @@ pub fn context_name(c: &PeContext) -> String {
     }
 }
 
-pub fn spec_kind_text(k: SpecKind) -> &'static str {
-    match k {
-        SpecKind::Atom { executed: true } => "atom E",
-        SpecKind::Atom { executed: false } => "atom N",
-        SpecKind::Exception => "exception",
-        SpecKind::ExceptionReturn => "exception return",
-        SpecKind::FunctionReturn => "function return",
-        SpecKind::Q => "Q",
-        SpecKind::SourceAddress => "source address",
-        SpecKind::TransactionStart => "transaction start",
-        SpecKind::Unseen => "unseen",
-    }
-}
-
 pub fn spec_row(r: &SpecRecord) -> SpecRow {
     SpecRow {
         trace_id: r.trace_id,
         seq: r.seq,
         state: RowState::from_spec(r.state),
-        what: spec_kind_text(r.kind).to_string(),
+        what: r.kind.name().to_string(),
         created: r.created,
         resolved: r.resolved,
     }

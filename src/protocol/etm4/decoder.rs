@@ -136,6 +136,23 @@ impl SpecState {
     }
 }
 
+impl SpecKind {
+    /// How the speculation view names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SpecKind::Atom { executed: true } => "atom E",
+            SpecKind::Atom { executed: false } => "atom N",
+            SpecKind::Exception => "exception",
+            SpecKind::ExceptionReturn => "exception return",
+            SpecKind::FunctionReturn => "function return",
+            SpecKind::Q => "Q",
+            SpecKind::SourceAddress => "source address",
+            SpecKind::TransactionStart => "transaction start",
+            SpecKind::Unseen => "unseen",
+        }
+    }
+}
+
 /// One speculative element of the speculation view, reported when resolved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpecRecord {
