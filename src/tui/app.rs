@@ -2,7 +2,7 @@
 //! touches the terminal: requests go to the worker threads and their answers
 //! come back as [`Response`]s, so the app can be driven headless in tests.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender};
@@ -140,7 +140,7 @@ pub struct App {
     pub view: View,
     pub pages: HashMap<(View, u64), Arc<Vec<Entry>>>,
     page_order: VecDeque<(View, u64)>,
-    pending: HashMap<(View, u64), ()>,
+    pending: HashSet<(View, u64)>,
     pub top: Pos,
     pub cursor: Pos,
     /// The expanded element and its instruction lines.
@@ -185,7 +185,7 @@ impl App {
             view: View::Committed,
             pages: HashMap::new(),
             page_order: VecDeque::new(),
-            pending: HashMap::new(),
+            pending: HashSet::new(),
             top: Pos { number: 0, sub: 0 },
             cursor: Pos { number: 0, sub: 0 },
             expanded: None,
@@ -244,7 +244,7 @@ impl App {
 
     fn page_missing(&self, page: u64) -> bool {
         let key = (self.view, page);
-        self.page_exists(page) && !self.pages.contains_key(&key) && !self.pending.contains_key(&key)
+        self.page_exists(page) && !self.pages.contains_key(&key) && !self.pending.contains(&key)
     }
 
     /// Ask for the missing pages among `pages`, contiguous ones in one
@@ -256,7 +256,7 @@ impl App {
             if !self.page_missing(p) {
                 continue;
             }
-            self.pending.insert((self.view, p), ());
+            self.pending.insert((self.view, p));
             run = match run {
                 Some((a, n)) if a + n == p => Some((a, n + 1)),
                 Some(r) => {
@@ -576,6 +576,8 @@ impl App {
                     let known = if entries.len() as u64 == PAGE { end + 1 } else { end };
                     self.provisional = Some(self.provisional.unwrap_or(0).max(known));
                 }
+                // A page asked for again after eviction moves to the back.
+                self.page_order.retain(|k| *k != (view, page));
                 self.pages.insert((view, page), Arc::new(entries));
                 self.page_order.push_back((view, page));
                 while self.page_order.len() > PAGE_CACHE {

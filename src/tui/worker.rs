@@ -280,14 +280,10 @@ fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut d
     pages
 }
 
-fn open_capture(path: &std::path::Path, copts: &CaptureOptions) -> Result<Capture, String> {
-    Capture::open(path, copts)
-}
-
 /// The pager thread: opens the capture, builds or opens the index, then
 /// answers page and source requests.
 pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: Receiver<Request>, tx: Sender<Response>, ready: Sender<()>) {
-    let cap = match open_capture(&path, &copts) {
+    let cap = match Capture::open(&path, &copts) {
         Ok(c) => c,
         Err(e) => {
             let _ = tx.send(Response::Error(e));
@@ -317,7 +313,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
         std::thread::Builder::new()
             .name("tracesight-indexer".into())
             .spawn(move || {
-                let r = open_capture(&p, &c).and_then(|cap| cap.open_index(&IndexOptions::default(), false, &pr.index).map(|_| ()));
+                let r = Capture::open(&p, &c).and_then(|cap| cap.open_index(&IndexOptions::default(), false, &pr.index).map(|_| ()));
                 let _ = built_tx.send(r);
             })
             .expect("spawning a thread");
@@ -404,7 +400,7 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
     if ready.recv().is_err() {
         return;
     }
-    let cap = match open_capture(&path, &copts) {
+    let cap = match Capture::open(&path, &copts) {
         Ok(c) => c,
         Err(e) => {
             let _ = tx.send(Response::Error(e));
