@@ -20,6 +20,9 @@ fn demo() -> PathBuf {
 fn open(size: (u16, u16)) -> App {
     let mut app = tracesight::tui::spawn(&demo(), &CaptureOptions::default(), size);
     wait(&mut app, "the index", |a| a.indexed.is_some());
+    // The timeline's lanes come from a background pass: wait for it so that
+    // every snapshot sees the same picture.
+    wait(&mut app, "the background pass", |a| !a.lanes.is_empty());
     settle(&mut app);
     app
 }

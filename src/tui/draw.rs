@@ -10,6 +10,7 @@ use ratatui::Frame;
 use super::app::{App, Axis, Mode, Pos};
 use super::model::{RowKind, RowState, View};
 use super::sourceview::SourceStatus;
+use super::worker::LANE_SUB;
 
 /// Where each pane goes for a terminal size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,10 +138,13 @@ const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '
 /// Per column of the timeline: instructions, exceptions, gaps, speculation
 /// that did not commit; from per-segment values spread over the columns each
 /// segment covers on the axis.
+/// Each segment is given as `sub` equal parts (`value` takes segment × `sub`
+/// + part), placed along the segment's span of the axis.
 fn bin_columns(
     app: &App,
     cols: usize,
     (vlo, vhi): (f64, f64),
+    sub: usize,
     value: &dyn Fn(usize) -> (u64, u64, u64, u64),
 ) -> Vec<(f64, u64, u64, u64)> {
     let mut bins = vec![(0f64, 0u64, 0u64, 0u64); cols];
@@ -156,21 +160,25 @@ fn bin_columns(
             Axis::Cycles => s.cc,
             Axis::Elements => Some((s.elements_before, s.elements_before + s.elements)),
         };
-        let Some((a, b)) = span else { continue };
-        let (a, b) = (a as f64, (b as f64).max(a as f64 + 1e-9));
-        if b < vlo || a > vhi {
-            continue;
+        let Some((sa, sb)) = span else { continue };
+        let step = (sb as f64 - sa as f64) / sub as f64;
+        for j in 0..sub {
+            let a = sa as f64 + step * j as f64;
+            let b = (a + step).max(a + 1e-9);
+            if b < vlo || a > vhi {
+                continue;
+            }
+            let (instr, exc, gaps, spec) = value(k * sub + j);
+            let c0 = (((a - vlo) / col_w).floor().max(0.0) as usize).min(cols - 1);
+            let c1 = (((b - vlo) / col_w).floor().max(0.0) as usize).min(cols - 1);
+            let n = (c1 - c0 + 1) as f64;
+            for bin in &mut bins[c0..=c1] {
+                bin.0 += instr as f64 / n;
+            }
+            bins[c0].1 += exc;
+            bins[c0].2 += gaps;
+            bins[c0].3 += spec;
         }
-        let (instr, exc, gaps, spec) = value(k);
-        let c0 = (((a - vlo) / col_w).floor().max(0.0) as usize).min(cols - 1);
-        let c1 = (((b - vlo) / col_w).floor().max(0.0) as usize).min(cols - 1);
-        let n = (c1 - c0 + 1) as f64;
-        for bin in &mut bins[c0..=c1] {
-            bin.0 += instr as f64 / n;
-        }
-        bins[c0].1 += exc;
-        bins[c0].2 += gaps;
-        bins[c0].3 += spec;
     }
     bins
 }
@@ -220,20 +228,25 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         return;
     }
     let view = (vlo, vhi);
-    let all = bin_columns(app, inner_w, view, &|k| {
+    let all = bin_columns(app, inner_w, view, 1, &|k| {
         let s = &ix.segments[k];
         (s.instructions, s.exceptions, s.gaps, s.spec)
     });
+    let lane_bins = |lane: &super::worker::Lane| {
+        bin_columns(app, inner_w, view, LANE_SUB, &|i| {
+            let b = lane.bins.get(i).copied().unwrap_or_default();
+            (b.instructions, b.exceptions as u64, b.gaps as u64, 0)
+        })
+    };
     let mut lines = Vec::new();
     let pad = " ".repeat(label_w);
     if per_id && !app.lanes.is_empty() {
         for lane in &app.lanes {
-            let bins = bin_columns(app, inner_w, view, &|k| {
-                let b = lane.bins.get(k).copied().unwrap_or_default();
-                (b.instructions, b.exceptions as u64, b.gaps as u64, 0)
-            });
-            lines.push(density_line(&format!("{:02x}  ", lane.trace_id).chars().take(label_w).collect::<String>(), &bins, pal));
+            lines.push(density_line(&format!("{:02x}  ", lane.trace_id).chars().take(label_w).collect::<String>(), &lane_bins(lane), pal));
         }
+    } else if let [lane] = app.lanes.as_slice() {
+        // One trace ID: its lane is the finer picture of the whole.
+        lines.push(density_line("", &lane_bins(lane), pal));
     } else {
         lines.push(density_line(if per_id { "all  " } else { "" }, &all, pal));
     }

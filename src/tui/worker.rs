@@ -492,7 +492,11 @@ struct Pass {
     lanes_len: usize,
 }
 
-/// One index segment of one trace ID.
+/// Each index segment is cut into this many equal runs of elements for the
+/// lanes, so that a small capture (a segment or two) still shows its shape.
+pub const LANE_SUB: usize = 32;
+
+/// A run of elements of one trace ID (a [`LANE_SUB`]th of an index segment).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaneBin {
     pub instructions: u64,
@@ -503,7 +507,7 @@ pub struct LaneBin {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Lane {
     pub trace_id: u8,
-    /// Indexed like [`Indexed::segments`].
+    /// `LANE_SUB` bins per entry of [`Indexed::segments`], in order.
     pub bins: Vec<LaneBin>,
 }
 
@@ -526,13 +530,16 @@ impl Pass {
     fn step(&mut self, seeker: &Seeker<'_>) -> bool {
         let k = self.next;
         let index = seeker.index();
-        let end = if k + 1 < index.len() { index.checkpoint(k + 1).elements_before } else { u64::MAX };
-        let n = self.lanes_len;
+        let start = index.checkpoint(k).elements_before;
+        let end = if k + 1 < index.len() { index.checkpoint(k + 1).elements_before } else { index.totals().elements };
+        let len = (end - start).max(1);
+        let n = self.lanes_len * LANE_SUB;
         let r = seeker.run_from(k, |e| {
             if e.number >= end {
                 return false;
             }
-            let bin = &mut self.lanes.entry(e.element.trace_id).or_insert_with(|| vec![LaneBin::default(); n])[k];
+            let sub = (((e.number - start) as u128 * LANE_SUB as u128 / len as u128) as usize).min(LANE_SUB - 1);
+            let bin = &mut self.lanes.entry(e.element.trace_id).or_insert_with(|| vec![LaneBin::default(); n])[k * LANE_SUB + sub];
             match e.element.kind {
                 ElementKind::InstrRange { start, count, .. } => {
                     bin.instructions += count as u64;
