@@ -46,16 +46,7 @@ pub struct Capture {
 
 impl Capture {
     pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, String> {
-        if !path.exists() {
-            return Err(format!("{}: no such file or directory", path.display()));
-        }
-        if !path.is_dir() {
-            return Err(format!(
-                "{}: expected an OpenCSD snapshot directory (with snapshot.ini); other inputs are not supported yet",
-                path.display()
-            ));
-        }
-        let snapshot = Snapshot::open(path).map_err(|e| e.to_string())?;
+        let snapshot = open_snapshot(path)?;
         let mut warnings: Vec<String> = snapshot.warnings.iter().map(|w| w.to_string()).collect();
         let buffer = match &copts.source {
             Some(name) => snapshot.buffer(name).map_err(|e| e.to_string())?.clone(),
@@ -166,6 +157,21 @@ pub fn function_entries(sym: &Symbolizer, name: &str) -> Result<(SeekTarget, Opt
         }
     };
     Ok((SeekTarget::Entry(chosen.iter().flat_map(|f| f.ranges.iter().map(|r| r.start)).collect()), note))
+}
+
+/// Open a snapshot directory, saying what is wrong with a path that is not
+/// one.
+pub fn open_snapshot(path: &Path) -> Result<Snapshot, String> {
+    if !path.exists() {
+        return Err(format!("{}: no such file or directory", path.display()));
+    }
+    if !path.is_dir() {
+        return Err(format!(
+            "{}: expected an OpenCSD snapshot directory (with snapshot.ini); other inputs are not supported yet",
+            path.display()
+        ));
+    }
+    Snapshot::open(path).map_err(|e| e.to_string())
 }
 
 /// A decimal or 0x-prefixed hexadecimal number.

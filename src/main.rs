@@ -343,18 +343,7 @@ impl Output {
     }
 }
 
-fn open_snapshot(path: &Path) -> Result<Snapshot, String> {
-    if !path.exists() {
-        return Err(format!("{}: no such file or directory", path.display()));
-    }
-    if !path.is_dir() {
-        return Err(format!(
-            "{}: expected an OpenCSD snapshot directory (with snapshot.ini); other inputs are not supported yet",
-            path.display()
-        ));
-    }
-    Snapshot::open(path).map_err(|e| e.to_string())
-}
+use tracesight::capture::open_snapshot;
 
 /// OpenCSD's environment switches, honoured for scripts written for it.
 fn env_flag(name: &str) -> bool {

@@ -428,17 +428,7 @@ pub(super) fn build(
 ) -> IndexData {
     // The decoders work on copies of the plan (see PlanCopy).
     let copy = PlanCopy::of(plan);
-    build_here(&copy.plan(), data, opts, iopts, progress, release)
-}
-
-fn build_here(
-    plan: &BufferPlan,
-    data: &[u8],
-    opts: &RunOptions,
-    iopts: &IndexOptions,
-    progress: &BuildProgress,
-    release: Option<Release<'_>>,
-) -> IndexData {
+    let plan = &copy.plan();
     let interval = (iopts.interval.max(1024).div_ceil(1024) * 1024) as usize;
     let probe = Runner::new(plan, opts);
     let accepted = super::accepted_len(&probe, data);
