@@ -29,6 +29,7 @@ pub mod cli;
 pub mod encoder;
 pub mod frames;
 pub mod packets;
+pub mod perf;
 pub mod program;
 pub mod qemu;
 pub mod snapshot;

@@ -22,6 +22,7 @@
 
 mod cs_etm;
 mod error;
+pub(crate) mod format;
 mod read;
 
 use std::fs::File;
