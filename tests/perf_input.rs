@@ -396,3 +396,86 @@ mod damaged {
         }
     }
 }
+
+mod cli {
+    //! `tracesight info PERF.DATA`.
+    use std::process::Command;
+
+    fn info(path: &std::path::Path) -> (i32, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_tracesight")).arg("info").arg(path).output().unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    #[test]
+    fn info_on_perf_etm() {
+        let Some(p) = super::fixture("perf_etm.data") else { return };
+        let (code, out, err) = info(&p);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("command line: /data/local/tmp/simpleperf64 record -e cs-etm:u"), "{out}");
+        assert!(out.contains("CoreSight AUXTRACE_INFO version 1: 8 CPUs"), "{out}");
+        assert_eq!(out.matches(": ETMv4, trace ID 0x").count(), 8, "{out}");
+        assert!(out.contains("cpu 7: ETMv4, trace ID 0x1e"), "{out}");
+        assert!(out.contains("trace data: 4 AUX fragments, 384 bytes in 1 AUXTRACE buffers, CoreSight formatter frames"), "{out}");
+        assert!(out.contains("  cpu 7: 4 fragments, 384 bytes (smallest 80, largest 144)"), "{out}");
+        assert!(out.contains("AUX flags: 0 truncated, 0 partial, 0 collision"), "{out}");
+        assert!(
+            out.contains("/data/local/tmp/etm_test_loop: build id 0c9a20bf9c009d0e4e8bbf9fad0300ae (padded 0c9a20bf9c009d0e4e8bbf9fad0300ae00000000)"),
+            "{out}"
+        );
+        assert!(!out.contains("warning"), "{out}");
+    }
+
+    #[test]
+    fn info_without_trace_data() {
+        let Some(p) = super::fixture("perf_with_missing_aux_data.data") else { return };
+        let (code, out, err) = info(&p);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("no trace data: 6 AUX records, 0 AUXTRACE buffers"), "{out}");
+        assert_eq!(out.matches(": ETE, trace ID 0x").count(), 8, "{out}");
+    }
+
+    #[test]
+    fn info_on_damaged_and_foreign_files() {
+        let Some(p) = super::fixture("perf_etm.data") else { return };
+        let dir = std::env::temp_dir().join(format!("tracesight-perf-info-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        let cut = dir.join("cut.data");
+        std::fs::write(&cut, &bytes[..0x26a8 + 48 + 0x100]).unwrap();
+        let (code, out, err) = info(&cut);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("warning: offset 0x26a8: AUXTRACE data needs 384 bytes, the file has 256: file truncated"), "{out}");
+        assert!(out.contains("trace data: 3 AUX fragments"), "{out}");
+        let text = dir.join("text.data");
+        std::fs::write(&text, "not perf").unwrap();
+        let (code, _, err) = info(&text);
+        assert_eq!(code, 1);
+        assert!(err.contains("text.data: offset 0x0: not a perf.data file"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
+fn big_endian_file() {
+    let mut f = b"2ELIFREP".to_vec();
+    let comm_at = 104u64;
+    for v in [104u64, 144, 104, 0, comm_at, 24, 0, 0, 0, 0, 0, 0] {
+        f.extend(v.to_be_bytes());
+    }
+    f.extend(3u32.to_be_bytes());
+    f.extend(0x2000u16.to_be_bytes());
+    f.extend(24u16.to_be_bytes());
+    f.extend(0x1234u32.to_be_bytes());
+    f.extend(0x1235u32.to_be_bytes());
+    f.extend(b"abc\0\0\0\0\0");
+    let d = PerfData::from_bytes(f, "be.data").unwrap();
+    let c = &d.comms()[0];
+    assert_eq!((c.pid, c.tid, c.comm.as_str(), c.exec), (0x1234, 0x1235, "abc", true));
+    // No attributes: a warning, and no sample_id is read.
+    assert_eq!(d.warnings().len(), 1, "{:?}", d.warnings());
+    assert_eq!(c.sample.time, None);
+}

@@ -21,6 +21,7 @@
 //! Only a file that is not a perf.data at all gives a [`PerfError`].
 
 mod cs_etm;
+mod describe;
 mod error;
 pub(crate) mod format;
 mod read;
@@ -32,6 +33,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
+pub use describe::describe;
 pub use error::{PerfError, PerfWarning};
 
 /// The trace protocol of one CPU's trace unit.
