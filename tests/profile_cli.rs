@@ -338,8 +338,7 @@ fn merge_of_a_profile_with_itself_doubles_every_count() {
                     (k.to_string(), n.parse().unwrap())
                 } else if fmt == "bolt" {
                     let f: Vec<&str> = l.split(' ').collect();
-                    let n = if f[0] == "B" { f[3] } else { f[3] };
-                    (format!("{} {} {}", f[0], f[1], f[2]), n.parse().unwrap())
+                    (format!("{} {} {}", f[0], f[1], f[2]), f[3].parse().unwrap())
                 } else {
                     let (k, n) = l.rsplit_once(' ').unwrap();
                     (k.to_string(), n.parse().unwrap())

@@ -142,6 +142,9 @@ impl BinaryMap {
     }
 }
 
+/// Gives the target of the direct branch at an address.
+pub type TargetReader = Box<dyn Fn(u64, Isa) -> Option<u64>>;
+
 /// Range and branch counts of run-time addresses, from elements; also what
 /// BOLT needs (branch targets of indirect branches, fall-through runs).
 #[derive(Default)]
@@ -156,7 +159,7 @@ pub struct BranchCounts {
     pub fallthroughs: HashMap<(u64, u64), u64>,
     /// Target of the direct branch at an address, for a branch whose
     /// target the trace does not show (it ends or breaks right after).
-    pub target_of: Option<Box<dyn Fn(u64, Isa) -> Option<u64>>>,
+    pub target_of: Option<TargetReader>,
     pending: HashMap<u32, Pending>,
     pub saturated: bool,
 }

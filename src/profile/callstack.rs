@@ -452,3 +452,179 @@ fn close_all(key: ThreadKey, t: &mut Thread, number: u64, left: Left, l: &mut dy
     }
     t.exit = Exit::Other;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::element::{PeContext, Time, TraceOnReason};
+    use crate::profile::stats::{Group, Stats};
+    use crate::profile::FunctionMap;
+
+    /// f at 0x1000, g at 0x2000, h at 0x3000, 0x100 bytes each.
+    fn code() -> FunctionMap {
+        FunctionMap::new(["f", "g", "h"].iter().enumerate().map(|(i, n)| {
+            let a = 0x1000 * (i as u64 + 1);
+            (n.to_string(), a, vec![a..a + 0x100])
+        }))
+    }
+
+    fn el(kind: ElementKind) -> Element {
+        Element { index: 0, trace_id: 0x10, kind, isa: Isa::A64, cycle_count: None, time: Time::default() }
+    }
+
+    /// A range of `n` instructions at `start` ending with the given branch.
+    fn r(start: u64, n: u64, t: InstrType, s: InstrSubtype) -> Element {
+        el(ElementKind::InstrRange {
+            start,
+            end: start + 4 * n,
+            count: n as u32,
+            last_type: t,
+            last_subtype: s,
+            last_size: 4,
+            executed: true,
+            conditional: false,
+        })
+    }
+    fn call(start: u64, n: u64) -> Element {
+        r(start, n, InstrType::Branch, InstrSubtype::BranchLink)
+    }
+    fn ret(start: u64, n: u64) -> Element {
+        r(start, n, InstrType::IndirectBranch, InstrSubtype::Return)
+    }
+    fn jump(start: u64, n: u64) -> Element {
+        r(start, n, InstrType::Branch, InstrSubtype::None)
+    }
+    fn ijump(start: u64, n: u64) -> Element {
+        r(start, n, InstrType::IndirectBranch, InstrSubtype::None)
+    }
+
+    fn run(seq: &[Element]) -> (Stats, CallStacks) {
+        let code = code();
+        let mut cs = CallStacks::new();
+        let mut st = Stats::new(Group::All);
+        for (i, e) in seq.iter().enumerate() {
+            cs.feed(&code, Origin { stream: 0x10, thread: None }, i as u64, e, &mut st);
+        }
+        (st, cs)
+    }
+
+    fn calls(st: &Stats, f: u64) -> (u64, u64, u64) {
+        let s = st.functions.get(&(None, f)).copied().unwrap_or_default();
+        (s.calls, s.self_instructions, s.total_instructions)
+    }
+
+    #[test]
+    fn call_and_return() {
+        // f calls g at 0x1010 (returns to 0x1014); g returns; f goes on.
+        let (st, cs) = run(&[call(0x1000, 5), ret(0x2000, 3), jump(0x1014, 2)]);
+        assert_eq!(calls(&st, 0x2000), (1, 3, 3));
+        assert_eq!(calls(&st, 0x1000), (0, 7, 0));
+        assert_eq!(st.pairs.get(&(None, 0x1000, 0x2000)).map(|p| (p.calls, p.instructions)), Some((1, 3)));
+        let g = st.functions[&(None, 0x2000)];
+        assert_eq!((g.complete_calls, g.min_call, g.max_call), (1, 3, 3));
+        let key = ThreadKey { stream: 0x10, context: None };
+        assert_eq!(cs.stack(&key).len(), 1, "f stays open");
+    }
+
+    #[test]
+    fn branch_with_link_to_the_next_instruction_is_no_call() {
+        let (st, _) = run(&[call(0x1000, 2), jump(0x1008, 1)]);
+        assert_eq!(st.pairs.len(), 0);
+        assert_eq!(calls(&st, 0x1000).1, 3);
+    }
+
+    #[test]
+    fn tail_call_replaces_the_frame() {
+        // f calls g; g branches to h's entry; h returns to f.
+        let (st, cs) = run(&[call(0x1000, 2), jump(0x2000, 2), ret(0x3000, 4), jump(0x1008, 1)]);
+        assert_eq!(calls(&st, 0x2000).0, 1);
+        assert_eq!(calls(&st, 0x3000), (1, 4, 4));
+        assert!(st.pairs.contains_key(&(None, 0x1000, 0x3000)), "h is called from f's place");
+        assert_eq!(cs.stack(&ThreadKey { stream: 0x10, context: None }).len(), 1);
+        assert_eq!(st.unknown_ends, 0);
+    }
+
+    #[test]
+    fn indirect_branch_to_a_return_address_returns() {
+        // f calls g, g calls h, h returns with BR to f's return address
+        // (glibc's longjmp): g and h end.
+        let (st, cs) = run(&[call(0x1000, 2), call(0x2000, 2), ijump(0x3000, 2), jump(0x1008, 1)]);
+        assert_eq!(cs.stack(&ThreadKey { stream: 0x10, context: None }).len(), 1);
+        assert_eq!(st.functions[&(None, 0x2000)].complete_calls, 1);
+        assert_eq!(st.functions[&(None, 0x3000)].complete_calls, 1);
+    }
+
+    #[test]
+    fn return_landing_inside_an_outer_function_unwinds() {
+        // f calls g, g calls h; h returns into the middle of f (a landing pad).
+        let (_, cs) = run(&[call(0x1000, 2), call(0x2000, 2), ret(0x3000, 2), jump(0x1040, 1)]);
+        let s = cs.stack(&ThreadKey { stream: 0x10, context: None });
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].kind, FrameKind::Function(0x1000));
+    }
+
+    #[test]
+    fn exception_and_return_resume_a_pending_call() {
+        let exc = el(ElementKind::Exception {
+            number: 8,
+            ret_addr: Some(0x2000),
+            ret_addr_is_branch_target: true,
+            m_tail_chain: false,
+        });
+        // f calls g, but an exception is taken before g's first instruction.
+        let (st, cs) = run(&[
+            call(0x1000, 2),
+            exc,
+            r(0x8000, 3, InstrType::IndirectBranch, InstrSubtype::ExceptionReturn),
+            el(ElementKind::ExceptionReturn),
+            ret(0x2000, 2),
+            jump(0x1008, 1),
+        ]);
+        assert_eq!(calls(&st, 0x2000), (1, 2, 2));
+        assert_eq!(cs.stack(&ThreadKey { stream: 0x10, context: None }).len(), 1);
+        // The handler's code has no symbol: it counts under its own frame.
+        assert_eq!(calls(&st, 0x8000).1, 3);
+    }
+
+    #[test]
+    fn gaps_close_frames_as_unknown() {
+        let (st, cs) = run(&[call(0x1000, 2), jump(0x2000, 2), el(ElementKind::TraceOn(TraceOnReason::Overflow)), jump(0x2010, 1)]);
+        assert_eq!(st.unknown_ends, 2);
+        let g = st.functions[&(None, 0x2000)];
+        assert_eq!(g.complete_calls, 0, "a call cut by a gap has no known length");
+        let s = cs.stack(&ThreadKey { stream: 0x10, context: None });
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].entered, Entered::Unknown);
+    }
+
+    #[test]
+    fn contexts_have_stacks_of_their_own() {
+        let ctx = |id| {
+            el(ElementKind::PeContext(PeContext { context_id: Some(id), el_valid: true, aarch64: true, ..Default::default() }))
+        };
+        let (st, cs) = run(&[ctx(1), call(0x1000, 2), ctx(2), call(0x3000, 2), ctx(1), ret(0x2000, 2), jump(0x1008, 1)]);
+        assert_eq!(calls(&st, 0x2000).0, 1);
+        assert_eq!(cs.stack(&ThreadKey { stream: 0x10, context: Some(1) }).len(), 1);
+        assert_eq!(cs.stack(&ThreadKey { stream: 0x10, context: Some(2) }).len(), 1, "context 2's call is still waiting");
+    }
+
+    #[test]
+    fn runaway_nesting_is_bounded() {
+        let seq: Vec<Element> = (0..3 * MAX_DEPTH as u64).map(|_| call(0x1000, 1)).collect();
+        let (_, cs) = run(&seq);
+        assert!(cs.stack(&ThreadKey { stream: 0x10, context: None }).len() <= MAX_DEPTH);
+    }
+
+    #[test]
+    fn recursion_counts_totals_once() {
+        // f (entered before the trace) calls f, which calls f; each returns.
+        let (st, _) = run(&[call(0x1000, 1), call(0x1000, 1), ret(0x1000, 1), ret(0x1004, 1), ret(0x1004, 1), jump(0x1004, 1)]);
+        let f = st.functions[&(None, 0x1000)];
+        assert_eq!(f.calls, 2);
+        assert_eq!(f.self_instructions, 6);
+        // Only the outermost activation counts: all 5 instructions up to
+        // its return (the inner ones are inside it).
+        assert_eq!(f.total_instructions, 5);
+        assert_eq!((f.complete_calls, f.min_call, f.max_call), (2, 1, 3));
+    }
+}

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::autofdo::{AutofdoProfile, Binary, BinaryMap};
+use super::autofdo::{AutofdoProfile, Binary, BinaryMap, TargetReader};
 use super::bolt::BoltProfile;
 use super::callstack::Origin;
 use super::folded::Weight;
@@ -164,7 +164,7 @@ fn binaries(cap: &Capture) -> BinaryMap {
 }
 
 /// Direct branch targets from the program image.
-fn target_reader(image: Arc<MemoryImage>) -> Box<dyn Fn(u64, Isa) -> Option<u64>> {
+fn target_reader(image: Arc<MemoryImage>) -> TargetReader {
     Box::new(move |addr, isa| {
         let op = image.read_u32(addr, MemSpace::ANY)?;
         let mut it = crate::image::arm32::ItState::default();
