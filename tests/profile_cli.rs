@@ -113,6 +113,12 @@ fn demo_stats_folded_and_callgraph_sum_to_the_instruction_total() {
     let main = funcs.iter().find(|f| f["name"] == "main").expect("main");
     assert_eq!(main["calls"], 1);
     assert!(main["total_instructions"].as_u64().unwrap() > total / 2);
+    // A leaf function's own cycles and time are all of its cycles and time:
+    // cycle counts reported after its return still count in its frame.
+    let strcmp = funcs.iter().find(|f| f["name"] == "strcmp").expect("strcmp");
+    assert!(strcmp["self_cycles"].as_u64().unwrap() > 0);
+    assert_eq!(strcmp["self_cycles"], strcmp["total_cycles"]);
+    assert_eq!(strcmp["self_time"], strcmp["total_time"]);
     // Sorted by self instructions, largest first.
     let selfs: Vec<u64> = funcs.iter().map(|f| f["self_instructions"].as_u64().unwrap()).collect();
     assert!(selfs.windows(2).all(|w| w[0] >= w[1]));

@@ -13,7 +13,8 @@
 //!   that instruction. A branch with link to the next instruction reads the
 //!   PC and is no call.
 //! - An executed return (`RET`, A32/T32 `BX LR`, `POP {..,PC}`) leaves the
-//!   innermost function frame. When the next range does not start at that
+//!   innermost function frame (when the code after it starts, so that cycle
+//!   counts reported after the return still count in the frame). When the next range does not start at that
 //!   frame's return address (longjmp, a C++ exception unwinder), frames are
 //!   unwound down to an open call returning there, or else down to the
 //!   innermost frame of the function that holds the landing address.
@@ -153,8 +154,10 @@ enum Exit {
     Call(u64),
     /// An executed branch without link that is not a return instruction.
     Jump { indirect: bool },
-    /// An executed return, from a frame that expected to go back here.
-    Returned { expected: Option<u64> },
+    /// An executed return whose frame is still open: it ends when the code
+    /// after it starts (or anything else happens), so that cycles and time
+    /// reported after the return instruction still count in it.
+    Returning { at: u64 },
 }
 
 #[derive(Default)]
@@ -223,14 +226,7 @@ impl CallStacks {
                 } else {
                     match (last_type, last_subtype) {
                         (_, InstrSubtype::BranchLink) => Exit::Call(end),
-                        (_, InstrSubtype::Return | InstrSubtype::ImpliedReturn) => {
-                            if top_function(&t.frames).is_some() {
-                                let f = pop(key, t, number, Left::Return, l);
-                                Exit::Returned { expected: f.ret }
-                            } else {
-                                Exit::Returned { expected: None }
-                            }
-                        }
+                        (_, InstrSubtype::Return | InstrSubtype::ImpliedReturn) => Exit::Returning { at: number },
                         (InstrType::Branch, InstrSubtype::None) => Exit::Jump { indirect: false },
                         (InstrType::IndirectBranch, InstrSubtype::None) => Exit::Jump { indirect: true },
                         _ => Exit::Other,
@@ -239,6 +235,7 @@ impl CallStacks {
                 t.exit = exit;
             }
             K::Exception { number: n, .. } => {
+                settle(key, t, number, l);
                 let pending_call = match std::mem::take(&mut t.exit) {
                     Exit::Call(r) => Some(r),
                     _ => None,
@@ -246,6 +243,7 @@ impl CallStacks {
                 push(key, t, number, FrameKind::Exception(n), Entered::Exception, None, pending_call, l);
             }
             K::ExceptionReturn => {
+                settle(key, t, number, l);
                 if t.frames.iter().any(|f| matches!(f.kind, FrameKind::Exception(_))) {
                     while let Some(top) = t.frames.last() {
                         if let FrameKind::Exception(_) = top.kind {
@@ -262,6 +260,7 @@ impl CallStacks {
                 }
             }
             K::RangeNoPath { start, count, .. } => {
+                settle(key, t, number, l);
                 close_all(key, t, number, Left::Gap, l);
                 let f = function_key(code, &t.frames, start);
                 t.instructions += count as u64;
@@ -269,9 +268,13 @@ impl CallStacks {
                 l.executed(key, &t.frames, f, count as u64);
             }
             K::NoSync(_) | K::TraceOn(_) | K::AddrNotAccessible { .. } | K::AddrUnknown => {
+                settle(key, t, number, l);
                 close_all(key, t, number, Left::Gap, l)
             }
-            K::EndOfTrace(_) => close_all(key, t, number, Left::End, l),
+            K::EndOfTrace(_) => {
+                settle(key, t, number, l);
+                close_all(key, t, number, Left::End, l)
+            }
             _ => {}
         }
         if let Some(c) = e.cycle_count {
@@ -294,6 +297,7 @@ impl CallStacks {
         keys.sort();
         for k in keys {
             if let Some(t) = self.threads.get_mut(&k) {
+                settle(k, t, number, l);
                 close_all(k, t, number, Left::End, l);
             }
         }
@@ -340,8 +344,14 @@ fn range(
         Exit::Call(ret) if ret != start => {
             push(key, t, number, FrameKind::Function(entry_key(code, start)), Entered::Call, Some(ret), None, l);
         }
-        Exit::Returned { expected } if expected != Some(start) => {
-            if let Some(depth) = returns_to(&t.frames, start) {
+        Exit::Returning { at } => {
+            let expected = match top_function(&t.frames) {
+                Some(_) => pop(key, t, at, Left::Return, l).ret,
+                None => None,
+            };
+            if expected == Some(start) {
+                // Back where the call was made.
+            } else if let Some(depth) = returns_to(&t.frames, start) {
                 unwind_to(key, t, number, depth, l);
             } else if let Some((entry, _)) = code.function_at(start) {
                 // Landed inside a function that is open further out (a
@@ -389,6 +399,16 @@ fn range(
         l.executed(key, &t.frames, f, n);
         left -= n;
         at += 4 * n;
+    }
+}
+
+/// End the frame of a return seen last, before anything else happens.
+fn settle(key: ThreadKey, t: &mut Thread, _number: u64, l: &mut dyn StackListener) {
+    if let Exit::Returning { at } = t.exit {
+        t.exit = Exit::Other;
+        if top_function(&t.frames).is_some() {
+            pop(key, t, at, Left::Return, l);
+        }
     }
 }
 
