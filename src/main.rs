@@ -93,6 +93,9 @@ enum Command {
     /// Print the function and file:line of each address, inline frames
     /// innermost first, in the layout of `addr2line -a -f -i -C`.
     Symbolize(SymbolizeArgs),
+    /// Function statistics and profiles (stats, AutoFDO, BOLT, folded stacks,
+    /// call graph) of a capture; `profile merge` sums profiles.
+    Profile(tracesight::profile::cli::ProfileArgs),
 }
 
 #[derive(clap::Args)]
@@ -250,6 +253,7 @@ fn main() -> ExitCode {
         Some(Command::Index(args)) => index_command(args),
         Some(Command::Export(args)) => export_command(args),
         Some(Command::Synth(args)) => tracesight::synth::cli::run(args),
+        Some(Command::Profile(args)) => tracesight::profile::cli::run(args),
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
             let copts = cli.capture.options();
