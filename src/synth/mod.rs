@@ -129,6 +129,8 @@ pub fn synthesize(
     let mut notes = out.notes.clone();
     notes.push_str(&summary_text(&streams, &image, &cfg, formatted, trace_bytes, encode_seconds));
     if out.perf {
+        // No memory dumps beside a perf.data: the decoder reads the ELF files.
+        let _ = std::fs::remove_dir(out.dir.join("mem"));
         snapshot::write_elfs_and_notes(&out.dir, &copied, &notes)?;
     } else {
         snapshot::write_snapshot(
