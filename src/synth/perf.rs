@@ -115,6 +115,12 @@ impl<W: Write + Seek> PerfWriter<W> {
         Ok(at)
     }
 
+    /// Any record: type, `misc`, the body before the `sample_id`, and the
+    /// `sample_id` (kernel records, types below 64) or none (user records).
+    pub fn raw_record(&mut self, rtype: u32, misc: u16, body: &[u8], sample: Option<Sample>) -> io::Result<()> {
+        self.record(rtype, misc, body, sample).map(|_| ())
+    }
+
     /// The CS_ETM AUXTRACE_INFO record (`version` 1 or 2).
     pub fn auxtrace_info(&mut self, version: u64, cpus: &[CpuBlock]) -> io::Result<()> {
         let mut b = Vec::new();
