@@ -310,6 +310,44 @@ mod crafted {
     }
 
     #[test]
+    fn mmap_switch_and_short_records() {
+        let bytes = write(
+            |w| {
+                let mut mmap = Vec::new();
+                for v in [7u64 | 8 << 32, 0xffff_0000_0800_0000, 0x10000, 0] {
+                    mmap.extend(v.to_le_bytes());
+                }
+                mmap.extend(b"[kernel.kallsyms]_text\0\0");
+                w.raw_record(1, 1, &mmap, Some(s(7, 2, 9))).unwrap();
+                let mut sw = Vec::new();
+                sw.extend(42u32.to_le_bytes());
+                sw.extend(43u32.to_le_bytes());
+                w.raw_record(15, 0x2000 | 0x4000, &sw, Some(s(7, 2, 10))).unwrap();
+                w.raw_record(14, 0, &[], Some(s(7, 2, 11))).unwrap();
+                // An AUX record too short for its three fields: skipped with a warning.
+                w.raw_record(11, 0, &[0; 8], Some(s(7, 2, 12))).unwrap();
+                // A user record type this reader does not know: ignored.
+                w.raw_record(90, 0, &[1, 2, 3, 4, 5, 6, 7, 8], None).unwrap();
+            },
+            IndexForm::None,
+            false,
+        );
+        let d = PerfData::from_bytes(bytes, "misc.data").unwrap();
+        let m = &d.mmaps()[0];
+        assert_eq!((m.pid, m.tid, m.addr, m.len, m.pgoff), (7, 8, 0xffff_0000_0800_0000, 0x10000, 0));
+        assert_eq!((m.filename.as_str(), m.prot, m.build_id, m.is_kernel()), ("[kernel.kallsyms]_text", None, None, true));
+        assert_eq!((m.sample.cpu, m.sample.time, m.sample.pid), (Some(2), Some(9), Some(7)));
+        let sw = &d.switches()[0];
+        assert_eq!((sw.out, sw.preempt, sw.next_prev_pid, sw.next_prev_tid, sw.sample.time), (true, true, Some(42), Some(43), Some(10)));
+        let sw = &d.switches()[1];
+        assert_eq!((sw.out, sw.next_prev_pid, sw.sample.time), (false, None, Some(11)));
+        let w = d.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(matches!(w[0], PerfWarning::BadRecord { record_type: 11, size: 48, .. }), "{w:?}");
+        assert!(d.aux_records().is_empty() && d.auxtrace_info().is_none() && d.cpus().is_empty());
+    }
+
+    #[test]
     fn auxtrace_info_of_wrong_size_keeps_cpus_read() {
         let mut bytes = write(|w| w.auxtrace_info(1, &[ete(0, 0x10), ete(1, 0x12)]).unwrap(), IndexForm::None, false);
         // Announce 3 CPUs: the record holds 2.

@@ -12,6 +12,9 @@ use std::io::{self, Seek, SeekFrom, Write};
 
 use crate::input::perf::format::*;
 
+/// The file name of the perf.data in a synthesis directory.
+pub const PERF_FILE: &str = "perf.data";
+
 /// The cs_etm PMU type number written in the attribute and AUXTRACE_INFO
 /// (any dynamic PMU number; Linux assigns one at boot).
 pub const PMU_TYPE: u32 = 8;
@@ -112,6 +115,12 @@ impl<W: Write + Seek> PerfWriter<W> {
         Ok(at)
     }
 
+    /// Any record: type, `misc`, the body before the `sample_id`, and the
+    /// `sample_id` (kernel records, types below 64) or none (user records).
+    pub fn raw_record(&mut self, rtype: u32, misc: u16, body: &[u8], sample: Option<Sample>) -> io::Result<()> {
+        self.record(rtype, misc, body, sample).map(|_| ())
+    }
+
     /// The CS_ETM AUXTRACE_INFO record (`version` 1 or 2).
     pub fn auxtrace_info(&mut self, version: u64, cpus: &[CpuBlock]) -> io::Result<()> {
         let mut b = Vec::new();
@@ -194,15 +203,24 @@ impl<W: Write + Seek> PerfWriter<W> {
     /// `PERF_RECORD_AUXTRACE` carrying `data` (padded to 8 bytes) from
     /// `aux_offset` of CPU `cpu`'s AUX area (-1 and `tid` per thread).
     pub fn auxtrace(&mut self, data: &[u8], aux_offset: u64, cpu: i32, tid: u32) -> io::Result<()> {
-        let padded = data.len().div_ceil(8) * 8;
+        self.auxtrace_from(data, data.len() as u64, aux_offset, cpu, tid)
+    }
+
+    /// [`PerfWriter::auxtrace`] with the `len` bytes of data read from `data`
+    /// (a file of any size, copied through a small buffer).
+    pub fn auxtrace_from(&mut self, data: impl io::Read, len: u64, aux_offset: u64, cpu: i32, tid: u32) -> io::Result<()> {
+        let padded = len.div_ceil(8) * 8;
         let mut b = Vec::new();
-        [padded as u64, aux_offset, 0].iter().for_each(|v| b.extend(v.to_le_bytes()));
+        [padded, aux_offset, 0].iter().for_each(|v| b.extend(v.to_le_bytes()));
         let idx = cpu.max(0) as u32;
         [idx, tid, cpu as u32, 0].iter().for_each(|v| b.extend(v.to_le_bytes()));
         let at = self.record(REC_AUXTRACE, 0, &b, None)?;
-        self.out.write_all(data)?;
-        self.out.write_all(&[0u8; 8][..padded - data.len()])?;
-        self.pos += padded as u64;
+        let copied = io::copy(&mut data.take(len), &mut self.out)?;
+        if copied != len {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, format!("AUX data: {copied} of {len} bytes")));
+        }
+        self.out.write_all(&[0u8; 8][..(padded - len) as usize])?;
+        self.pos += padded;
         self.index.push((at, 48));
         Ok(())
     }
@@ -301,4 +319,143 @@ fn header_string(s: &str) -> Vec<u8> {
     v.extend(s.as_bytes());
     v.resize(4 + len, 0);
     v
+}
+
+/// The encoder's output spooled per trace unit (one file per CPU, raw or in
+/// that CPU's own formatter frames, as a per-CPU TRBE or ETR sink holds it),
+/// then assembled into a perf.data by [`PerfSink::finish`].
+pub struct PerfSink {
+    dir: std::path::PathBuf,
+    formatted: bool,
+    spools: std::collections::BTreeMap<u8, super::snapshot::TraceOut>,
+}
+
+/// What the perf.data describes besides the trace.
+pub struct PerfRecording<'a> {
+    pub streams: &'a [super::encoder::StreamResult],
+    pub image: &'a super::program::CodeImage,
+    /// The traced command line (program path first).
+    pub command: &'a [String],
+    /// Process ID (the traced context ID); thread `k` has tid `pid + k`.
+    pub pid: u32,
+}
+
+impl PerfSink {
+    pub fn new(dir: &std::path::Path, formatted: bool) -> PerfSink {
+        PerfSink { dir: dir.to_path_buf(), formatted, spools: Default::default() }
+    }
+
+    fn spool_path(&self, id: u8) -> std::path::PathBuf {
+        self.dir.join(format!("aux-{id:02x}.tmp"))
+    }
+
+    /// Write `out` (a perf.data) from the spooled data; returns the bytes of
+    /// trace written. One CPU per stream (stream `k` is CPU `k`), each with
+    /// one AUX record covering its AUXTRACE data, so each CPU's trace decodes
+    /// from its start as one fragment.
+    pub fn finish(mut self, rec: &PerfRecording<'_>, out: &std::path::Path) -> Result<u64, String> {
+        let err = |e: io::Error| format!("{}: {e}", out.display());
+        let mut lens = std::collections::BTreeMap::new();
+        for (id, spool) in std::mem::take(&mut self.spools) {
+            lens.insert(id, spool.finish()?);
+        }
+        let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let mut w = PerfWriter::new(io::BufWriter::with_capacity(1 << 20, file)).map_err(err)?;
+        let blocks: Vec<CpuBlock> = rec
+            .streams
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                let r = &s.registers;
+                let mut params = vec![
+                    u64::from(r.trcconfigr),
+                    u64::from(r.trctraceidr),
+                    u64::from(r.trcidr0),
+                    u64::from(r.trcidr1),
+                    u64::from(r.trcidr2),
+                    u64::from(r.trcidr8),
+                    0xcc, // TRCAUTHSTATUS: non-secure invasive and non-invasive debug implemented
+                ];
+                params.extend(r.trcdevarch.map(u64::from));
+                CpuBlock { cpu: k as u32, ete: r.is_ete(), params }
+            })
+            .collect();
+        w.auxtrace_info(1, &blocks).map_err(err)?;
+        let name = rec.command.first().map_or("program", |p| p.rsplit('/').next().unwrap_or(p));
+        let mut time = 1000u64;
+        let mut at = |cpu: u32, tid: u32| {
+            time += 10;
+            Sample { pid: rec.pid, tid, time, cpu }
+        };
+        w.comm(rec.pid, rec.pid, name, true, at(0, rec.pid)).map_err(err)?;
+        for k in 1..rec.streams.len() as u32 {
+            w.comm(rec.pid, rec.pid + k, name, false, at(k, rec.pid + k)).map_err(err)?;
+        }
+        for elf in &rec.image.elfs {
+            let (segments, id) = elf_mappings(&elf.path)?;
+            let path = std::fs::canonicalize(&elf.path).unwrap_or_else(|_| elf.path.clone());
+            let path = path.to_string_lossy();
+            for (vaddr, size, offset) in segments {
+                // Mappings start on a page; the file offset moves with them.
+                let skew = vaddr & 0xfff;
+                let s = at(0, rec.pid);
+                w.mmap2(s, elf.bias + vaddr - skew, size + skew, offset - skew.min(offset), 5, &path, id.as_deref())
+                    .map_err(err)?;
+            }
+            if let Some(id) = &id {
+                w.build_id(rec.pid as i32, id, &path);
+            }
+        }
+        let flags = if self.formatted { 0 } else { crate::input::perf::AuxFlags::RAW };
+        let mut total = 0;
+        for (k, s) in rec.streams.iter().enumerate() {
+            let (cpu, tid) = (k as u32, rec.pid + k as u32);
+            w.itrace_start(at(cpu, tid)).map_err(err)?;
+            let len = lens.get(&s.trace_id).copied().unwrap_or(0);
+            if len == 0 {
+                continue;
+            }
+            w.aux(0, len, flags, at(cpu, tid)).map_err(err)?;
+            let path = self.spool_path(s.trace_id);
+            let f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            w.auxtrace_from(io::BufReader::new(f), len, 0, cpu as i32, tid).map_err(err)?;
+            let _ = std::fs::remove_file(&path);
+            total += len;
+        }
+        w.cmdline(rec.command);
+        w.hostname("tracesight-synth");
+        w.finish(IndexForm::Linux, true).map_err(err)?;
+        Ok(total)
+    }
+}
+
+impl super::encoder::StreamSink for PerfSink {
+    fn write(&mut self, id: u8, bytes: &[u8]) -> io::Result<()> {
+        if !self.spools.contains_key(&id) {
+            let spool = super::snapshot::TraceOut::create_file(&self.spool_path(id), self.formatted)
+                .map_err(io::Error::other)?;
+            self.spools.insert(id, spool);
+        }
+        match self.spools.get_mut(&id) {
+            Some(s) => s.write(id, bytes),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An executable segment: address, size, file offset.
+type Segment = (u64, u64, u64);
+
+/// The executable segments of an ELF file and its build ID.
+fn elf_mappings(path: &std::path::Path) -> Result<(Vec<Segment>, Option<Vec<u8>>), String> {
+    use object::{Object, ObjectSegment, SegmentFlags};
+    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
+    let id = file.build_id().ok().flatten().map(|b| b.to_vec());
+    let segs = file
+        .segments()
+        .filter(|s| matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0))
+        .map(|s| (s.address(), s.size(), s.file_range().0))
+        .collect();
+    Ok((segs, id))
 }

@@ -92,7 +92,7 @@ impl Section {
     fn read(b: Buf<'_>, at: usize) -> Option<Section> {
         Some(Section { offset: b.u64(at)?, size: b.u64(at + 8)? })
     }
-    /// The byte range, clamped to `len`; `None` when the section starts past it.
+    /// The byte range clamped to `len`, and whether the whole section is there.
     fn range(&self, len: usize) -> (Range<usize>, bool) {
         let start = usize::try_from(self.offset).unwrap_or(usize::MAX).min(len);
         let end = self.offset.saturating_add(self.size);
