@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::index::{self, BuildProgress, Index, IndexOptions, SeekTarget, Seeker};
 use crate::input::{Snapshot, TraceFile};
 use crate::protocol::etm4::decoder::DecoderOptions;
-use crate::session::{BufferPlan, RunOptions};
+use crate::session::{BufferPlan, Fragment, RunOptions};
 use crate::symbols::{self, Symbolizer};
 
 /// How to open a capture.
@@ -31,9 +31,13 @@ pub struct CaptureOptions {
 /// A capture ready to decode and seek.
 pub struct Capture {
     pub path: PathBuf,
-    pub snapshot: Snapshot,
+    /// The snapshot a snapshot capture was read from (`None` for a perf.data).
+    pub snapshot: Option<Snapshot>,
     pub plan: BufferPlan,
     pub file: TraceFile,
+    /// The stretches of `file` decoded from fresh decoders, in file order:
+    /// the whole buffer for a snapshot, the AUX fragments of a perf.data.
+    pub fragments: Vec<Fragment>,
     pub opts: RunOptions,
     /// Symbols of the `--image` files and of ELF files found in the
     /// snapshot directory; `None` when there are none.
@@ -86,7 +90,18 @@ impl Capture {
             (!sym.images().is_empty()).then_some(sym)
         };
         let opts = RunOptions { dstream: copts.dstream, decoder: copts.decoder, ..RunOptions::default() };
-        Ok(Capture { path: path.to_path_buf(), snapshot, plan, file, opts, symbols, image_args, warnings })
+        let fragments = vec![Fragment::whole(file.len())];
+        Ok(Capture {
+            path: path.to_path_buf(),
+            snapshot: Some(snapshot),
+            plan,
+            file,
+            fragments,
+            opts,
+            symbols,
+            image_args,
+            warnings,
+        })
     }
 
     /// The buffer's index: reused when valid, else built on all cores
@@ -96,12 +111,21 @@ impl Capture {
     pub fn open_index(&self, iopts: &IndexOptions, rebuild: bool, progress: &BuildProgress) -> Result<Index, String> {
         let file = &self.file;
         let release = |a: usize, b: usize| file.release(a, b);
-        index::open_or_build(&self.plan, self.file.bytes(), &self.opts, iopts, rebuild, progress, Some(&release))
-            .map_err(|e| e.to_string())
+        index::open_or_build_fragments(
+            &self.plan,
+            self.file.bytes(),
+            &self.fragments,
+            &self.opts,
+            iopts,
+            rebuild,
+            progress,
+            Some(&release),
+        )
+        .map_err(|e| e.to_string())
     }
 
     pub fn seeker<'a>(&'a self, index: &'a index::format::IndexFile) -> Seeker<'a> {
-        Seeker::over_file(&self.plan, &self.file, &self.opts, index)
+        Seeker::with_fragments(&self.plan, self.file.bytes(), &self.fragments, &self.opts, index).releasing(&self.file)
     }
 
     /// Parse a position: an element number, `instr:N`, `ts:VALUE`,
