@@ -5,6 +5,8 @@
 //! the same way through this module, so a position typed in either means the
 //! same element.
 
+pub mod perf;
+
 use std::path::{Path, PathBuf};
 
 use crate::index::{self, BuildProgress, Index, IndexOptions, SeekTarget, Seeker};
@@ -26,6 +28,12 @@ pub struct CaptureOptions {
     pub decoder: DecoderOptions,
     /// Do not look for ELF files inside the snapshot directory.
     pub no_auto_images: bool,
+    /// perf.data: directories to look for the recorded binaries in.
+    pub symdirs: Vec<PathBuf>,
+    /// perf.data: the kernel image (vmlinux) for kernel addresses.
+    pub kernel: Option<PathBuf>,
+    /// perf.data: decode only this CPU's trace.
+    pub cpu: Option<u32>,
 }
 
 /// A capture ready to decode and seek.
@@ -46,10 +54,17 @@ pub struct Capture {
     pub image_args: Vec<String>,
     /// Warnings worth showing (snapshot, plan and image notes).
     pub warnings: Vec<String>,
+    /// What a perf.data capture knows besides the plan (`None` for a
+    /// snapshot).
+    pub perf: Option<perf::PerfInfo>,
 }
 
 impl Capture {
+    /// Open a snapshot directory or a perf.data file.
     pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, String> {
+        if perf::is_perf_data(path) {
+            return perf::open(path, copts);
+        }
         let snapshot = open_snapshot(path)?;
         let mut warnings: Vec<String> = snapshot.warnings.iter().map(|w| w.to_string()).collect();
         let buffer = match &copts.source {
@@ -101,6 +116,7 @@ impl Capture {
             symbols,
             image_args,
             warnings,
+            perf: None,
         })
     }
 
@@ -191,7 +207,7 @@ pub fn open_snapshot(path: &Path) -> Result<Snapshot, String> {
     }
     if !path.is_dir() {
         return Err(format!(
-            "{}: expected an OpenCSD snapshot directory (with snapshot.ini); other inputs are not supported yet",
+            "{}: expected an OpenCSD snapshot directory (with snapshot.ini) or a perf.data file",
             path.display()
         ));
     }

@@ -148,3 +148,107 @@ fn fragments_decode_and_seek_as_separate_buffers() {
     println!("{captures} captures cut into fragments, {windows} windows compared");
     assert!(captures >= 20, "only {captures} captures");
 }
+
+fn simpleperf() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/perf/simpleperf");
+    p.is_dir().then_some(p)
+}
+
+/// The ranges of simpleperf's AutoFDO text: `(start, last)` file offsets
+/// and how often each ran.
+fn autofdo_ranges(text: &str) -> std::collections::BTreeMap<(u64, u64), u64> {
+    let mut lines = text.lines();
+    let n: usize = lines.next().unwrap().trim().parse().unwrap();
+    lines
+        .take(n)
+        .map(|l| {
+            let (range, count) = l.split_once(':').unwrap();
+            let (a, b) = range.split_once('-').unwrap();
+            let hex = |s: &str| u64::from_str_radix(s, 16).unwrap();
+            ((hex(a), hex(b)), count.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn simpleperf_etm_decode_executes_what_simpleperf_inject_reports() {
+    use tracesight::capture::{Capture, CaptureOptions};
+    let Some(dir) = simpleperf() else {
+        eprintln!("perf fixtures not found; skipped");
+        return;
+    };
+    let copts = CaptureOptions { symdirs: vec![dir.clone()], ..CaptureOptions::default() };
+    let cap = Capture::open(&dir.join("perf_etm.data"), &copts).unwrap();
+    let perf = cap.perf.as_ref().unwrap();
+    let bin = perf.binaries.iter().find(|b| b.filename.ends_with("/etm_test_loop")).unwrap();
+    assert!(bin.found.is_some(), "etm_test_loop found through --symdir");
+    let mut opts = cap.opts.clone();
+    opts.elements = true;
+    let mut got = std::collections::BTreeMap::new();
+    let (mut instructions, mut cpus) = (0u64, std::collections::BTreeSet::new());
+    run_fragments(&cap.plan, cap.file.bytes(), &cap.fragments, &opts, |ev| {
+        if let Event::Element { source, element } = ev {
+            if let ElementKind::InstrRange { start, end, count, last_size, .. } = element.kind {
+                cpus.insert(source.cpu);
+                instructions += count as u64;
+                // AutoFDO names a range by the file offsets of its first and last instruction.
+                let off = |va: u64| va - bin.addr + bin.pgoff;
+                *got.entry((off(start), off(end - last_size as u64))).or_insert(0u64) += 1;
+            }
+        }
+    });
+    let want = autofdo_ranges(&std::fs::read_to_string(dir.join("perf_inject.data")).unwrap());
+    let want_instr: u64 = want.iter().map(|((a, b), n)| ((b - a) / 4 + 1) * n).sum();
+    assert_eq!(want_instr, 944);
+    assert_eq!(got, want, "instruction ranges and counts");
+    assert_eq!(instructions, 944);
+    assert_eq!(cpus.into_iter().collect::<Vec<_>>(), vec![Some(7)]);
+}
+
+#[test]
+fn perf_data_without_aux_data_opens_with_nothing_to_decode() {
+    let Some(dir) = simpleperf() else { return };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight"))
+        .args(["decode", dir.join("perf_with_missing_aux_data.data").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "exit status {:?}", out.status);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no trace data"), "stderr: {err}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight"))
+        .args(["info", dir.join("perf_with_missing_aux_data.data").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no trace data"));
+}
+
+#[test]
+fn decode_of_perf_etm_lists_cpu_7_with_function_names() {
+    let Some(dir) = simpleperf() else { return };
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight"))
+        .args(["decode", dir.join("perf_etm.data").to_str().unwrap(), "--symdir", dir.to_str().unwrap(), "--elements-only"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ranges: Vec<&str> = text.lines().filter(|l| l.contains("INSTR_RANGE")).collect();
+    assert!(!ranges.is_empty());
+    assert!(ranges.iter().all(|l| l.starts_with("CPU:7; ")), "every range is CPU 7's");
+    // JSON lines carry the CPU and the binary of each range.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight"))
+        .args(["decode", dir.join("perf_etm.data").to_str().unwrap(), "--symdir", dir.to_str().unwrap(), "--elements-only", "--format", "jsonl", "--cpu", "7"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let range = text.lines().find(|l| l.contains("\"instr_range\"") || l.contains("InstrRange") || l.contains("\"start\"")).unwrap();
+    assert!(range.contains("\"cpu\":7"), "{range}");
+    // etm_test_loop has no function symbols at all: the binary names the code.
+    assert!(range.contains("\"binary\":\"/data/local/tmp/etm_test_loop\""), "{range}");
+    let bad = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight"))
+        .args(["decode", dir.join("perf_etm.data").to_str().unwrap(), "--cpu", "9"])
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+}
