@@ -445,6 +445,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
             speculation: args.speculation,
         },
         after_reset: false,
+        quiet_ends: false,
     };
     if let Some(pos) = &args.seek {
         let (plan, file) = &planned[0];

@@ -376,6 +376,10 @@ pub struct RunOptions {
     /// The decoders continue from an earlier buffer and were reset in
     /// between (a multi-session decode): they report `reset-decoder`.
     pub after_reset: bool,
+    /// No end of trace for trace IDs that had no data in the buffer (a
+    /// perf.data fragment names every CPU's ID, most of them idle there);
+    /// trc_pkt_lister ends every ID, so snapshots leave this off.
+    pub quiet_ends: bool,
 }
 
 /// Totals of a finished run.
@@ -671,6 +675,7 @@ pub struct Runner<'p> {
     raw_source: usize,
     /// Offset of the fragment's first byte (0 for a snapshot buffer).
     start: u64,
+    quiet_ends: bool,
     /// Next offset to feed.
     offset: u64,
     pub counts: Counts,
@@ -698,6 +703,7 @@ impl<'p> Runner<'p> {
             raw: None,
             raw_source: rs,
             start: frag.start,
+            quiet_ends: opts.quiet_ends,
             offset: frag.start,
             counts: Counts::default(),
             fatal: None,
@@ -826,8 +832,12 @@ impl<'p> Runner<'p> {
                 self.frame_error = Some(e);
                 return;
             }
+            let quiet = self.quiet_ends;
             for (id, slot) in self.slots.iter_mut().enumerate() {
                 if let Slot::Chain(c) = slot {
+                    if quiet && c.bytes_in() == 0 {
+                        continue;
+                    }
                     c.finish(plan, id as u8, on_event, &mut self.counts);
                 }
             }

@@ -214,7 +214,7 @@ pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, String> {
     };
     warnings.extend(plan.notes.iter().cloned());
     let file = TraceFile::open_for(path, "the perf.data").map_err(|e| e.to_string())?;
-    let mut opts = RunOptions { dstream: false, decoder: copts.decoder, ..RunOptions::default() };
+    let mut opts = RunOptions { decoder: copts.decoder, quiet_ends: true, ..RunOptions::default() };
     if let Some(cpu) = copts.cpu {
         opts.ids = plan.sources.iter().filter(|s| s.cpu == Some(cpu)).filter_map(|s| s.trace_id).collect();
     }

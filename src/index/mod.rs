@@ -112,6 +112,9 @@ pub fn fingerprint_fragments(plan: &BufferPlan, fragments: &[Fragment], opts: &R
     let mut h = format::Fnv::new();
     h.write(&format::VERSION.to_le_bytes());
     h.write(format!("{:?}|{:?}|{:?}", opts.ids, opts.dstream, opts.decoder).as_bytes());
+    if opts.quiet_ends {
+        h.write(b"quiet-ends");
+    }
     for s in &plan.sources {
         h.write(format!("{}|{:?}|{:?}", s.name, s.trace_id, s.kind).as_bytes());
     }
