@@ -262,70 +262,26 @@ pub fn index(args: &IndexArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `tracesight info perf.data`: the recording, its CPUs, AUX data and
-/// binaries.
+/// `tracesight info perf.data`: the recording as the reader describes it,
+/// then the files found for its binaries, its threads and the decoder's
+/// view of each CPU's configuration.
 pub fn info(path: &Path, images: &[String], perf: &PerfArgs) -> Result<ExitCode, String> {
     let cap = open(path, images, perf, env_decoder())?;
     let Some(p) = &cap.perf else { return Err(format!("{}: not a perf.data", path.display())) };
-    let d = &p.data;
-    let mut o = String::new();
-    o.push_str(&format!("perf.data: {}\n", path.display()));
-    if let Some(c) = d.cmdline() {
-        o.push_str(&format!("command line: {}\n", c.join(" ")));
-    }
-    for (k, v) in [("host", d.hostname()), ("os release", d.os_release()), ("arch", d.arch())] {
-        if let Some(v) = v {
-            o.push_str(&format!("{k}: {v}\n"));
-        }
-    }
-    if let Some(a) = d.auxtrace_info() {
-        o.push_str(&format!(
-            "AUXTRACE_INFO version {}: {} CPUs{}\n",
-            a.version,
-            a.nr_cpus,
-            if a.snapshot { ", snapshot mode" } else { "" }
-        ));
-    }
-    for c in d.cpus() {
-        let frags: Vec<_> = d.fragments().iter().filter(|f| f.cpu == c.cpu as i32).collect();
-        let bytes: usize = frags.iter().map(|f| f.data.len()).sum();
-        let count = |pred: &dyn Fn(&tracesight::input::perf::AuxFlags) -> bool| frags.iter().filter(|f| pred(&f.flags)).count();
-        o.push_str(&format!(
-            "CPU {}: {}, trace ID 0x{:02x}, {} AUX fragments, {bytes} bytes ({} raw, {} truncated, {} partial, {} collision)\n",
-            c.cpu,
-            c.protocol.name(),
-            c.trace_id,
-            frags.len(),
-            count(&|f| f.raw()),
-            count(&|f| f.truncated()),
-            count(&|f| f.partial()),
-            count(&|f| f.collision()),
-        ));
-    }
-    let per_thread = d.fragments().iter().filter(|f| f.cpu < 0).count();
-    if per_thread > 0 {
-        o.push_str(&format!("per-thread AUX fragments: {per_thread}\n"));
-    }
-    if !d.has_trace_data() {
-        o.push_str("no trace data: the recording has AUX records but no AUXTRACE data\n");
-    }
+    let mut o = tracesight::input::perf::describe(&p.data);
+    o.push_str("
+binaries for decoding:
+");
     for b in &p.binaries {
-        let id = b.build_id.map(|i| format!(" build id {}", i.hex())).unwrap_or_default();
         let state = match &b.found {
             Some(f) => format!("found ({}): {}", f.how(), f.path().display()),
             None => format!("not found{}", b.note.as_ref().map(|n| format!(": {n}")).unwrap_or_default()),
         };
-        o.push_str(&format!(
-            "binary {}{id} at 0x{:x}..0x{:x}{}: {state}\n",
-            b.filename,
-            b.addr,
-            b.addr.wrapping_add(b.len),
-            if b.kernel { " (kernel)" } else { "" }
-        ));
+        o.push_str(&format!("  {}{}: {state}\n", b.filename, if b.kernel { " (kernel)" } else { "" }));
     }
     if !p.threads.is_empty() {
         let names: Vec<String> = p.threads.values().map(|t| format!("{}/{} {}", t.pid, t.tid, t.comm)).collect();
-        o.push_str(&format!("threads (pid/tid comm): {}\n", names.join(", ")));
+        o.push_str(&format!("threads (pid/tid command): {}\n", names.join(", ")));
     }
     for s in &cap.plan.sources {
         o.push_str(&format!("source {} ({}), trace ID 0x{:02x}\n", s.name, s.device_type, s.trace_id.unwrap_or(0)));

@@ -12,7 +12,8 @@ use super::{synthesize, Output};
 /// Arguments of `tracesight synth`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct SynthArgs {
-    /// Snapshot directory to write (created; an earlier synthesis there is replaced).
+    /// Directory to write (created; an earlier synthesis there is replaced):
+    /// a snapshot, or with `--format perf` a perf.data and the program.
     #[arg(short = 'o', long = "output", value_name = "OUT_DIR")]
     pub out: PathBuf,
     /// The qemu user-mode emulator to run the program with.
@@ -32,9 +33,15 @@ pub struct SynthArgs {
     #[arg(long, default_value = "10", value_parser = parse_hex_u8, value_name = "HEX")]
     pub trace_id: u8,
     /// Write CoreSight formatter frames even for a single trace unit
-    /// (several threads always use frames).
+    /// (several threads always use frames in a snapshot; a perf.data keeps
+    /// each CPU's trace apart and is raw unless this is given).
     #[arg(long)]
     pub formatted: bool,
+    /// What to write: an OpenCSD snapshot directory, or `perf`: OUT_DIR/perf.data
+    /// as `perf record -e cs_etm//` writes it (per-CPU AUX data, AUXTRACE_INFO,
+    /// MMAP2 with build ids, COMM), with the program's ELF file beside it.
+    #[arg(long, default_value = "snapshot", value_parser = ["snapshot", "perf"])]
+    pub format: String,
     /// Synchronisation (A-sync, Trace Info, address) every this many bytes.
     #[arg(long, default_value_t = 8192, value_name = "BYTES")]
     pub sync_period: u64,
@@ -174,6 +181,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode, String> {
     let mut out = Output::new(&args.out);
     out.formatted = args.formatted.then_some(true);
     out.expected = args.expected;
+    out.perf = args.format == "perf";
     let name = program.file_name().map_or_else(|| args.program[0].clone(), |n| n.to_string_lossy().into_owned());
     out.notes = format!("tracesight synth -- {} {}\n", name, args.program[1..].join(" "));
     let s = synthesize(&exec, &program, sysroot.as_deref(), &cfg, &out)?;

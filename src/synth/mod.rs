@@ -29,6 +29,7 @@ pub mod cli;
 pub mod encoder;
 pub mod frames;
 pub mod packets;
+pub mod perf;
 pub mod program;
 pub mod qemu;
 pub mod snapshot;
@@ -51,11 +52,15 @@ pub struct Output {
     pub expected: bool,
     /// Text recorded in `synth.txt` before the totals.
     pub notes: String,
+    /// Write a perf.data (`perf.data` in the directory, with the program's
+    /// ELF file) instead of a snapshot: per-CPU AUX data, raw unless
+    /// `formatted` asks for frames.
+    pub perf: bool,
 }
 
 impl Output {
     pub fn new(dir: impl Into<PathBuf>) -> Output {
-        Output { dir: dir.into(), formatted: None, expected: false, notes: String::new() }
+        Output { dir: dir.into(), formatted: None, expected: false, notes: String::new(), perf: false }
     }
 }
 
@@ -93,30 +98,46 @@ pub fn synthesize(
         let (addr, words) = encoder::vector_table();
         image.add_code(addr, &words, "vectors")?;
     }
-    let formatted = out.formatted.unwrap_or(exec.threads() > 1);
-    if !formatted && exec.threads() > 1 {
+    // A perf.data holds each CPU's trace apart, so raw trace needs no frames.
+    let formatted = out.formatted.unwrap_or(exec.threads() > 1 && !out.perf);
+    if !formatted && exec.threads() > 1 && !out.perf {
         return Err(format!(
             "the run has {} threads (one trace unit each); an unformatted trace buffer holds one: use formatter frames",
             exec.threads()
         ));
     }
     snapshot::prepare_dir(&out.dir)?;
-    let mut trace = snapshot::TraceOut::create(&out.dir, formatted)?;
     let t0 = Instant::now();
     let chunk = if formatted { 512 } else { 1 << 20 };
     let cfg = SynthConfig { record: cfg.record || out.expected, ..cfg.clone() };
-    let streams = encoder::encode(exec, &image, &cfg, &mut trace, chunk)?;
-    let trace_bytes = trace.finish()?;
+    let (streams, trace_bytes) = if out.perf {
+        let mut sink = perf::PerfSink::new(&out.dir, formatted);
+        let streams = encoder::encode(exec, &image, &cfg, &mut sink, chunk)?;
+        let command = [program.display().to_string()];
+        let rec = perf::PerfRecording { streams: &streams, image: &image, command: &command, pid: cfg.context_id.unwrap_or(1000) };
+        let bytes = sink.finish(&rec, &out.dir.join(perf::PERF_FILE))?;
+        (streams, bytes)
+    } else {
+        let mut trace = snapshot::TraceOut::create(&out.dir, formatted)?;
+        let streams = encoder::encode(exec, &image, &cfg, &mut trace, chunk)?;
+        (streams, trace.finish()?)
+    };
     let encode_seconds = t0.elapsed().as_secs_f64();
 
     // The program's ELF file, for symbols and source; libraries are in the dumps.
     let copied: Vec<PathBuf> = image.elfs.iter().take(1).map(|e| e.path.clone()).collect();
     let mut notes = out.notes.clone();
     notes.push_str(&summary_text(&streams, &image, &cfg, formatted, trace_bytes, encode_seconds));
-    snapshot::write_snapshot(
-        &out.dir,
-        &snapshot::SnapshotInfo { streams: &streams, image: &image, formatted, elfs: &copied, notes },
-    )?;
+    if out.perf {
+        // No memory dumps beside a perf.data: the decoder reads the ELF files.
+        let _ = std::fs::remove_dir(out.dir.join("mem"));
+        snapshot::write_elfs_and_notes(&out.dir, &copied, &notes)?;
+    } else {
+        snapshot::write_snapshot(
+            &out.dir,
+            &snapshot::SnapshotInfo { streams: &streams, image: &image, formatted, elfs: &copied, notes },
+        )?;
+    }
     if out.expected {
         let runs: Vec<_> = (0..exec.threads()).map(|t| exec.instruction_runs(t)).collect();
         snapshot::write_expected(&out.dir, &streams, &runs)?;

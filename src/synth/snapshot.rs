@@ -105,13 +105,18 @@ pub fn write_snapshot(dir: &Path, info: &SnapshotInfo) -> Result<(), String> {
         "[trace_buffers]\nbuffers=buffer0\n\n[buffer0]\nname=ETB_0\nfile={TRACE_FILE}\nformat={format}\n\n[source_buffers]\n{sources}\n[core_trace_sources]\n{cores}"
     );
     write_file(&dir.join("trace.ini"), &trace)?;
-    for elf in info.elfs {
+    write_elfs_and_notes(dir, info.elfs, &info.notes)
+}
+
+/// Copy the ELF files into `dir` and write the marker file with `notes`.
+pub fn write_elfs_and_notes(dir: &Path, elfs: &[PathBuf], notes: &str) -> Result<(), String> {
+    for elf in elfs {
         if let Some(name) = elf.file_name() {
             let to = dir.join(name);
             std::fs::copy(elf, &to).map_err(|e| format!("copying {} to {}: {e}", elf.display(), to.display()))?;
         }
     }
-    write_file(&dir.join(MARKER), &info.notes)
+    write_file(&dir.join(MARKER), notes)
 }
 
 /// Instruction runs as text: one `START COUNT` line (hex, decimal) per run.
@@ -181,8 +186,12 @@ pub struct TraceOut {
 
 impl TraceOut {
     pub fn create(dir: &Path, formatted: bool) -> Result<TraceOut, String> {
-        let p = dir.join(TRACE_FILE);
-        let f = std::fs::File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+        TraceOut::create_file(&dir.join(TRACE_FILE), formatted)
+    }
+
+    /// A trace file at `p` (the perf.data writer spools each CPU's AUX data so).
+    pub fn create_file(p: &Path, formatted: bool) -> Result<TraceOut, String> {
+        let f = std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
         Ok(TraceOut {
             file: std::io::BufWriter::with_capacity(1 << 20, f),
             frames: formatted.then(|| super::frames::FrameWriter::new(Vec::with_capacity(1 << 16))),

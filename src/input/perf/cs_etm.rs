@@ -9,18 +9,9 @@
 //! and 2 a parameter count followed by that many parameters, of which readers
 //! take the ones they know and skip the rest.
 
+use super::format::*;
 use super::read::Buf;
 use super::{AuxtraceInfo, CpuTrace, PerfWarning, TraceIdSource, TraceProtocol};
-
-/// `__perf_cs_etmv3_magic`, also used for PTM.
-pub(crate) const MAGIC_ETM3: u64 = 0x3030_3030_3030_3030;
-/// `__perf_cs_etmv4_magic`.
-pub(crate) const MAGIC_ETM4: u64 = 0x4040_4040_4040_4040;
-/// `__perf_cs_ete_magic`.
-pub(crate) const MAGIC_ETE: u64 = 0x5050_5050_5050_5050;
-
-/// `PERF_AUXTRACE_CS_ETM` in the record's `type` field.
-pub(crate) const AUXTRACE_TYPE_CS_ETM: u32 = 3;
 
 /// Parameter names in block order (after magic, CPU and, from version 1,
 /// the count), as snapshot `.ini` files name the registers.

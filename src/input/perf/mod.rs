@@ -21,7 +21,9 @@
 //! Only a file that is not a perf.data at all gives a [`PerfError`].
 
 mod cs_etm;
+mod describe;
 mod error;
+pub(crate) mod format;
 mod read;
 
 use std::fs::File;
@@ -31,6 +33,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
+pub use describe::describe;
 pub use error::{PerfError, PerfWarning};
 
 /// The trace protocol of one CPU's trace unit.

@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use super::cs_etm;
+use super::format::*;
 use super::{
     AuxFlags, AuxFragment, AuxRecord, BuildId, BuildIdEntry, CommRecord, ItraceStart, MmapRecord, Model, PerfError,
     PerfWarning, SampleId, SwitchRecord, TraceIdSource,
@@ -61,52 +62,6 @@ impl<'a> Buf<'a> {
     }
 }
 
-/// Size of `perf_file_header`.
-const HEADER_SIZE: usize = 104;
-/// First record type written by user space rather than the kernel; those
-/// carry no `sample_id`.
-const USER_TYPE_START: u32 = 64;
-
-// Record types (perf_event.h, tools/lib/perf/include/perf/event.h).
-const REC_MMAP: u32 = 1;
-const REC_COMM: u32 = 3;
-const REC_MMAP2: u32 = 10;
-const REC_AUX: u32 = 11;
-const REC_ITRACE_START: u32 = 12;
-const REC_SWITCH: u32 = 14;
-const REC_SWITCH_CPU_WIDE: u32 = 15;
-const REC_AUX_OUTPUT_HW_ID: u32 = 21;
-const REC_AUXTRACE_INFO: u32 = 70;
-const REC_AUXTRACE: u32 = 71;
-const REC_COMPRESSED: u32 = 81;
-const REC_COMPRESSED2: u32 = 83;
-
-// Feature bits (header.h `HEADER_*`).
-const FEAT_BUILD_ID: u32 = 2;
-const FEAT_HOSTNAME: u32 = 3;
-const FEAT_OSRELEASE: u32 = 4;
-const FEAT_ARCH: u32 = 6;
-const FEAT_CMDLINE: u32 = 11;
-const FEAT_AUXTRACE: u32 = 18;
-
-// perf_event_attr.sample_type bits that make up `sample_id`.
-const S_TID: u64 = 1 << 1;
-const S_TIME: u64 = 1 << 2;
-const S_ID: u64 = 1 << 6;
-const S_CPU: u64 = 1 << 7;
-const S_STREAM_ID: u64 = 1 << 9;
-const S_IDENTIFIER: u64 = 1 << 16;
-const SAMPLE_ID_BITS: u64 = S_TID | S_TIME | S_ID | S_CPU | S_STREAM_ID | S_IDENTIFIER;
-/// perf_event_attr flags bit `sample_id_all`.
-const ATTR_SAMPLE_ID_ALL: u64 = 1 << 18;
-
-// Record header `misc` bits.
-const MISC_MMAP_BUILD_ID: u16 = 1 << 14;
-const MISC_COMM_EXEC: u16 = 1 << 13;
-const MISC_SWITCH_OUT: u16 = 1 << 13;
-const MISC_SWITCH_OUT_PREEMPT: u16 = 1 << 14;
-const MISC_BUILD_ID_SIZE: u16 = 1 << 15;
-
 /// Stored warnings are capped so a file of garbage does not grow the list
 /// without bound; the count of the rest is reported once.
 const MAX_WARNINGS: usize = 1000;
@@ -137,7 +92,7 @@ impl Section {
     fn read(b: Buf<'_>, at: usize) -> Option<Section> {
         Some(Section { offset: b.u64(at)?, size: b.u64(at + 8)? })
     }
-    /// The byte range, clamped to `len`; `None` when the section starts past it.
+    /// The byte range clamped to `len`, and whether the whole section is there.
     fn range(&self, len: usize) -> (Range<usize>, bool) {
         let start = usize::try_from(self.offset).unwrap_or(usize::MAX).min(len);
         let end = self.offset.saturating_add(self.size);
@@ -583,7 +538,7 @@ fn walk_records(
             },
             REC_AUXTRACE_INFO => {
                 let kind = body.u32(0);
-                if kind != Some(cs_etm::AUXTRACE_TYPE_CS_ETM) {
+                if kind != Some(AUXTRACE_TYPE_CS_ETM) {
                     warn.push(PerfWarning::Unsupported {
                         offset,
                         what: format!("AUXTRACE_INFO of type {kind:?} (not CoreSight, type 3) skipped"),
