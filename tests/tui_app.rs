@@ -373,3 +373,32 @@ fn timeline_cursor_jumps_on_enter() {
     let f = app.fraction_of(app.cursor.number).unwrap();
     assert!((f - moved).abs() < 0.02, "landed at {f}, aimed at {moved}");
 }
+
+#[test]
+fn perf_data_opens_with_a_lane_per_cpu_and_a_cpu_column() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/perf/simpleperf");
+    if !src.is_dir() {
+        return;
+    }
+    // The index is written beside the capture: work on a copy.
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-perf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["perf_etm.data", "etm_test_loop"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let copts = CaptureOptions { symdirs: vec![dir.clone()], ..CaptureOptions::default() };
+    let mut app = tracesight::tui::spawn(&dir.join("perf_etm.data"), &copts, (140, 40));
+    wait(&mut app, "the index", |a| a.indexed.is_some());
+    wait(&mut app, "the lanes", |a| !a.lanes.is_empty());
+    settle(&mut app);
+    assert_eq!(app.cpu_of(0x1e), Some(7), "trace ID 0x1e is CPU 7's");
+    let lane_cpus: Vec<Option<u32>> = app.lanes.iter().map(|l| app.cpu_of(l.trace_id)).collect();
+    assert_eq!(lane_cpus, vec![Some(7)], "one lane, CPU 7's (the only CPU with trace)");
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.lines().any(|l| l.starts_with("│cpu7 ")), "CPU 7's lane is labelled:\n{text}");
+    assert!(text.contains("cpu id ctx"), "the list has a CPU column:\n{text}");
+    assert!(text.lines().any(|l| l.contains("   7 1e ")), "rows name CPU 7:\n{text}");
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -528,6 +528,16 @@ impl App {
 
     /// The selected element range `[from, to)`: anchor to cursor, else marks a
     /// and b.
+    /// Whether the capture names the CPU of its trace IDs (a perf.data).
+    pub fn has_cpus(&self) -> bool {
+        self.info.as_ref().is_some_and(|i| !i.cpus.is_empty())
+    }
+
+    /// The CPU whose trace `trace_id` is, when the capture says.
+    pub fn cpu_of(&self, trace_id: u8) -> Option<u32> {
+        self.info.as_ref()?.cpus.iter().find(|(id, _)| *id == trace_id).map(|&(_, c)| c)
+    }
+
     pub fn selection(&self) -> Option<(u64, u64)> {
         if let Some(a) = self.anchor {
             let c = self.cursor.number;

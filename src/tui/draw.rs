@@ -212,7 +212,8 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let (zl, zh) = app.zoom;
     let vlo = lo as f64 + zl * (hi - lo) as f64;
     let vhi = lo as f64 + zh * (hi - lo) as f64;
-    let per_id = ix.ids.len() > 1;
+    // A perf.data labels its lanes by CPU even when one CPU traced.
+    let per_id = ix.ids.len() > 1 || app.has_cpus() && !ix.ids.is_empty();
     let title = format!(
         " timeline · {} {}–{} · zoom {:.0}×{} ",
         axis.name(),
@@ -242,7 +243,12 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let pad = " ".repeat(label_w);
     if per_id && !app.lanes.is_empty() {
         for lane in &app.lanes {
-            lines.push(density_line(&format!("{:02x}  ", lane.trace_id).chars().take(label_w).collect::<String>(), &lane_bins(lane), pal));
+            // A perf.data names each lane by its CPU.
+            let label = match app.cpu_of(lane.trace_id) {
+                Some(c) => format!("cpu{c:<2}"),
+                None => format!("{:02x}  ", lane.trace_id),
+            };
+            lines.push(density_line(&label.chars().take(label_w).collect::<String>(), &lane_bins(lane), pal));
         }
     } else if let [lane] = app.lanes.as_slice() {
         // One trace ID: its lane is the finer picture of the whole.
@@ -328,6 +334,9 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     }
     // Narrow screens drop the address column: the brief range text has it.
     let addr_col = inner_w >= 100;
+    if app.has_cpus() {
+        header.push_str("cpu ");
+    }
     header.push_str(&format!("{:<2} {:<5} ", "id", "ctx"));
     if addr_col {
         header.push_str(&format!("{:<12} ", "address"));
@@ -413,6 +422,9 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
         spans.push(Span::styled(t, Style::default().add_modifier(Modifier::DIM)));
     }
     let addr = r.addr.map(|a| format!("{a:#x}")).unwrap_or_default();
+    if app.has_cpus() {
+        spans.push(Span::raw(format!("{:>3} ", app.cpu_of(r.trace_id).map(|c| c.to_string()).unwrap_or_default())));
+    }
     spans.push(Span::raw(format!("{:02x} {:<5} ", r.trace_id, fit(r.context.as_deref().unwrap_or("?"), 5))));
     if addr_col {
         spans.push(Span::raw(format!("{:<12} ", fit(&addr, 12))));

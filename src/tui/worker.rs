@@ -83,6 +83,8 @@ pub struct CaptureInfo {
     pub buffer: String,
     pub bytes: u64,
     pub sources: Vec<(u8, String)>,
+    /// The CPU of each trace ID, when the capture says (a perf.data).
+    pub cpus: Vec<(u8, u32)>,
     pub symbols: Vec<String>,
     pub warnings: Vec<String>,
 }
@@ -194,7 +196,7 @@ pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> 
 
 /// Pages decoded from the start of the trace, before there is an index.
 pub fn build_pages_unindexed(cap: &Capture, view: View, first: u64, count: u64) -> Vec<Vec<Entry>> {
-    page_rows(cap, view, first, count, &mut |on| crate::index::run_events_from_start(&cap.plan, cap.file.bytes(), &cap.opts, on))
+    page_rows(cap, view, first, count, &mut |on| crate::index::run_fragment_events_from_start(&cap.plan, cap.file.bytes(), &cap.fragments, &cap.opts, on))
 }
 
 type EventSink<'s> = &'s mut dyn FnMut(u64, &Event<'_>) -> bool;
@@ -300,6 +302,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
             .iter()
             .filter_map(|s| Some((s.trace_id?, s.protocol_name())))
             .collect(),
+        cpus: cap.plan.sources.iter().filter_map(|s| Some((s.trace_id?, s.cpu?))).collect(),
         symbols: cap.symbols.as_ref().map(|s| s.images().iter().map(|i| i.path().display().to_string()).collect()).unwrap_or_default(),
         warnings: cap.warnings.clone(),
     };
