@@ -5,12 +5,14 @@
 //! the same way through this module, so a position typed in either means the
 //! same element.
 
+pub mod perf;
+
 use std::path::{Path, PathBuf};
 
 use crate::index::{self, BuildProgress, Index, IndexOptions, SeekTarget, Seeker};
 use crate::input::{Snapshot, TraceFile};
 use crate::protocol::etm4::decoder::DecoderOptions;
-use crate::session::{BufferPlan, RunOptions};
+use crate::session::{BufferPlan, Fragment, RunOptions};
 use crate::symbols::{self, Symbolizer};
 
 /// How to open a capture.
@@ -26,14 +28,24 @@ pub struct CaptureOptions {
     pub decoder: DecoderOptions,
     /// Do not look for ELF files inside the snapshot directory.
     pub no_auto_images: bool,
+    /// perf.data: directories to look for the recorded binaries in.
+    pub symdirs: Vec<PathBuf>,
+    /// perf.data: the kernel image (vmlinux) for kernel addresses.
+    pub kernel: Option<PathBuf>,
+    /// perf.data: decode only this CPU's trace.
+    pub cpu: Option<u32>,
 }
 
 /// A capture ready to decode and seek.
 pub struct Capture {
     pub path: PathBuf,
-    pub snapshot: Snapshot,
+    /// The snapshot a snapshot capture was read from (`None` for a perf.data).
+    pub snapshot: Option<Snapshot>,
     pub plan: BufferPlan,
     pub file: TraceFile,
+    /// The stretches of `file` decoded from fresh decoders, in file order:
+    /// the whole buffer for a snapshot, the AUX fragments of a perf.data.
+    pub fragments: Vec<Fragment>,
     pub opts: RunOptions,
     /// Symbols of the `--image` files and of ELF files found in the
     /// snapshot directory; `None` when there are none.
@@ -42,10 +54,17 @@ pub struct Capture {
     pub image_args: Vec<String>,
     /// Warnings worth showing (snapshot, plan and image notes).
     pub warnings: Vec<String>,
+    /// What a perf.data capture knows besides the plan (`None` for a
+    /// snapshot).
+    pub perf: Option<perf::PerfInfo>,
 }
 
 impl Capture {
+    /// Open a snapshot directory or a perf.data file.
     pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, String> {
+        if perf::is_perf_data(path) {
+            return perf::open(path, copts);
+        }
         let snapshot = open_snapshot(path)?;
         let mut warnings: Vec<String> = snapshot.warnings.iter().map(|w| w.to_string()).collect();
         let buffer = match &copts.source {
@@ -86,7 +105,19 @@ impl Capture {
             (!sym.images().is_empty()).then_some(sym)
         };
         let opts = RunOptions { dstream: copts.dstream, decoder: copts.decoder, ..RunOptions::default() };
-        Ok(Capture { path: path.to_path_buf(), snapshot, plan, file, opts, symbols, image_args, warnings })
+        let fragments = vec![Fragment::whole(file.len())];
+        Ok(Capture {
+            path: path.to_path_buf(),
+            snapshot: Some(snapshot),
+            plan,
+            file,
+            fragments,
+            opts,
+            symbols,
+            image_args,
+            warnings,
+            perf: None,
+        })
     }
 
     /// The buffer's index: reused when valid, else built on all cores
@@ -96,12 +127,21 @@ impl Capture {
     pub fn open_index(&self, iopts: &IndexOptions, rebuild: bool, progress: &BuildProgress) -> Result<Index, String> {
         let file = &self.file;
         let release = |a: usize, b: usize| file.release(a, b);
-        index::open_or_build(&self.plan, self.file.bytes(), &self.opts, iopts, rebuild, progress, Some(&release))
-            .map_err(|e| e.to_string())
+        index::open_or_build_fragments(
+            &self.plan,
+            self.file.bytes(),
+            &self.fragments,
+            &self.opts,
+            iopts,
+            rebuild,
+            progress,
+            Some(&release),
+        )
+        .map_err(|e| e.to_string())
     }
 
     pub fn seeker<'a>(&'a self, index: &'a index::format::IndexFile) -> Seeker<'a> {
-        Seeker::over_file(&self.plan, &self.file, &self.opts, index)
+        Seeker::with_fragments(&self.plan, self.file.bytes(), &self.fragments, &self.opts, index).releasing(&self.file)
     }
 
     /// Parse a position: an element number, `instr:N`, `ts:VALUE`,
@@ -167,7 +207,7 @@ pub fn open_snapshot(path: &Path) -> Result<Snapshot, String> {
     }
     if !path.is_dir() {
         return Err(format!(
-            "{}: expected an OpenCSD snapshot directory (with snapshot.ini); other inputs are not supported yet",
+            "{}: expected an OpenCSD snapshot directory (with snapshot.ini) or a perf.data file",
             path.display()
         ));
     }

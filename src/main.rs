@@ -7,13 +7,16 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+mod cli_perf;
+use cli_perf::PerfArgs;
+
 use tracesight::element::{self, ElementKind};
 use tracesight::export::{self as export_lib, jsonl, ExportFormat, ExportRequest};
 use tracesight::index;
 use tracesight::symbols;
 use tracesight::input::{Snapshot, TraceFile};
 use tracesight::protocol::etm4::decoder::{DecoderOptions, SpecKind, SpecRecord};
-use tracesight::session::{run, BufferPlan, Event, RunOptions, SourceKind};
+use tracesight::session::{run, BufferPlan, Event, Fragment, RunOptions, SourceKind};
 
 #[derive(Parser)]
 #[command(
@@ -25,7 +28,8 @@ use tracesight::session::{run, BufferPlan, Event, RunOptions, SourceKind};
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
-    /// Capture to open in the viewer (an OpenCSD snapshot directory). Without
+    /// Capture to open in the viewer (an OpenCSD snapshot directory or a
+    /// perf.data file). Without
     /// one, the bundled demo capture is opened.
     path: Option<PathBuf>,
     #[command(flatten)]
@@ -46,6 +50,8 @@ struct CaptureArgs {
     /// Read dstream_coresight buffers as DSTREAM captures.
     #[arg(long)]
     dstream: bool,
+    #[command(flatten)]
+    perf: PerfArgs,
 }
 
 impl CaptureArgs {
@@ -60,6 +66,9 @@ impl CaptureArgs {
                 ..DecoderOptions::default()
             },
             no_auto_images: false,
+            symdirs: self.perf.symdirs.clone(),
+            kernel: self.perf.kernel.clone(),
+            cpu: self.perf.cpu,
         }
     }
 }
@@ -71,7 +80,7 @@ enum Command {
     /// Describe a capture: buffers, trace sources and their configuration;
     /// with --image, the images and the functions the trace enters.
     Info {
-        /// OpenCSD snapshot directory.
+        /// OpenCSD snapshot directory or perf.data file.
         path: PathBuf,
         /// ELF file with symbols (and code), at its own addresses or with its
         /// lowest segment at @ADDRESS (hex) (repeatable).
@@ -80,6 +89,8 @@ enum Command {
         /// How many functions to list, most entered first (0 = all).
         #[arg(long, default_value_t = 20)]
         functions: usize,
+        #[command(flatten)]
+        perf: PerfArgs,
     },
     /// Run an AArch64 program under qemu-aarch64 and write the ETE trace of its
     /// execution as an OpenCSD snapshot directory.
@@ -120,7 +131,7 @@ struct SymbolizeArgs {
 
 #[derive(clap::Args)]
 struct DecodeArgs {
-    /// OpenCSD snapshot directory.
+    /// OpenCSD snapshot directory or perf.data file.
     path: PathBuf,
     /// Add an ELF file's code to the program image, at its own addresses or,
     /// with @ADDRESS (hex), with its lowest segment there (repeatable).
@@ -178,11 +189,13 @@ struct DecodeArgs {
     /// With --seek: how many elements to print.
     #[arg(long, default_value_t = 50, requires = "seek")]
     count: u64,
+    #[command(flatten)]
+    perf: PerfArgs,
 }
 
 #[derive(clap::Args)]
 struct ExportArgs {
-    /// OpenCSD snapshot directory.
+    /// OpenCSD snapshot directory or perf.data file.
     path: PathBuf,
     /// First element: an element number, instr:N, ts:VALUE, cc:VALUE,
     /// off:BYTES, addr:HEX or fn:NAME (as decode --seek).
@@ -208,7 +221,7 @@ struct ExportArgs {
 
 #[derive(clap::Args)]
 struct IndexArgs {
-    /// OpenCSD snapshot directory.
+    /// OpenCSD snapshot directory or perf.data file.
     path: PathBuf,
     /// Ignore any existing index and build it again.
     #[arg(long)]
@@ -225,6 +238,8 @@ struct IndexArgs {
     /// Bytes of trace between checkpoints, in KiB.
     #[arg(long, default_value_t = 256)]
     interval_kib: u64,
+    #[command(flatten)]
+    perf: PerfArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -248,7 +263,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Some(Command::Decode(args)) => decode(args),
-        Some(Command::Info { path, images, functions }) => info(&path, &images, functions),
+        Some(Command::Info { path, images, perf, .. }) if cli_perf::is_perf(&path) => cli_perf::info(&path, &images, &perf),
+        Some(Command::Info { path, images, functions, .. }) => info(&path, &images, functions),
         Some(Command::Symbolize(args)) => symbolize(args),
         Some(Command::Index(args)) => index_command(args),
         Some(Command::Export(args)) => export_command(args),
@@ -364,6 +380,9 @@ fn env_number(name: &str) -> Option<u32> {
 }
 
 fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
+    if cli_perf::is_perf(&args.path) {
+        return cli_perf::decode(&args);
+    }
     let snap = open_snapshot(&args.path)?;
     for w in &snap.warnings {
         eprintln!("tracesight: warning: {}", w);
@@ -678,7 +697,7 @@ fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
     for w in &cap.warnings {
         eprintln!("tracesight: warning: {w}");
     }
-    let idx = open_index(&cap.plan, &cap.file, &cap.opts, &index::IndexOptions::default(), false)?;
+    let idx = open_index(&cap.plan, &cap.file, &cap.fragments, &cap.opts, &index::IndexOptions::default(), false)?;
     for r in &idx.rejected {
         eprintln!("tracesight: index {r}");
     }
@@ -736,6 +755,7 @@ fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
 fn open_index(
     plan: &BufferPlan,
     file: &TraceFile,
+    fragments: &[Fragment],
     opts: &RunOptions,
     iopts: &index::IndexOptions,
     rebuild: bool,
@@ -774,7 +794,7 @@ fn open_index(
                 }
             });
         }
-        let r = index::open_or_build(plan, data, opts, iopts, rebuild, &progress, Some(&release));
+        let r = index::open_or_build_fragments(plan, data, fragments, opts, iopts, rebuild, &progress, Some(&release));
         over.store(true, Ordering::Relaxed);
         r
     })
@@ -824,7 +844,7 @@ fn seek_decode(
     out: &mut Output,
 ) -> Result<ExitCode, String> {
     let target = parse_seek(pos, images)?;
-    let idx = open_index(plan, file, opts, &index::IndexOptions::default(), false)?;
+    let idx = open_index(plan, file, &[Fragment::whole(file.len())], opts, &index::IndexOptions::default(), false)?;
     for r in &idx.rejected {
         eprintln!("tracesight: index {r}");
     }
@@ -858,6 +878,9 @@ fn seek_decode(
 }
 
 fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
+    if cli_perf::is_perf(&args.path) {
+        return cli_perf::index(&args);
+    }
     let snap = open_snapshot(&args.path)?;
     let buffer = match &args.source {
         Some(name) => snap.buffer(name).map_err(|e| e.to_string())?.clone(),
@@ -884,7 +907,7 @@ fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
     };
     let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024, ..Default::default() };
     let t0 = std::time::Instant::now();
-    let idx = open_index(&plan, &file, &opts, &iopts, args.rebuild)?;
+    let idx = open_index(&plan, &file, &[Fragment::whole(file.len())], &opts, &iopts, args.rebuild)?;
     let took = t0.elapsed();
     let f = &idx.file;
     let mut o = String::new();

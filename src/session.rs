@@ -59,6 +59,9 @@ pub struct Source {
     /// CoreSight trace ID, when the registers give one.
     pub trace_id: Option<u8>,
     pub kind: SourceKind,
+    /// The CPU the source traces, when the capture says (a perf.data names
+    /// each CPU; a snapshot leaves it unknown).
+    pub cpu: Option<u32>,
 }
 
 impl Source {
@@ -85,6 +88,40 @@ pub struct BufferPlan {
     pub notes: Vec<String>,
     /// The program image: every core's memory dumps, shared by all sources.
     pub image: Arc<MemoryImage>,
+}
+
+/// A stretch of a capture's bytes that is decoded from fresh decoders, as
+/// Linux perf decodes each AUX fragment of a perf.data (`cs_etm__run_decoder`
+/// resets the decoder at every buffer). A snapshot buffer is one fragment
+/// over the whole file. Offsets are those of the mapped file, so packets and
+/// elements carry file offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Fragment {
+    pub start: u64,
+    pub end: u64,
+    /// `Some(i)`: unformatted data of `sources[i]` alone (perf's raw TRBE
+    /// data); `None`: as the plan's buffer format says.
+    pub raw_source: Option<usize>,
+}
+
+impl Fragment {
+    /// The whole of a buffer of `len` bytes, read as its plan says.
+    pub fn whole(len: usize) -> Fragment {
+        Fragment { start: 0, end: len as u64, raw_source: None }
+    }
+
+    pub fn len(&self) -> usize {
+        (self.end - self.start) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+
+    /// The fragment's bytes, or `None` when it does not lie inside `data`.
+    pub fn bytes<'d>(&self, data: &'d [u8]) -> Option<&'d [u8]> {
+        data.get(usize::try_from(self.start).ok()?..usize::try_from(self.end).ok()?)
+    }
 }
 
 /// Why a session could not run.
@@ -162,6 +199,7 @@ impl BufferPlan {
                 device_type: dev.type_name.clone(),
                 trace_id: Some(trace_id),
                 kind,
+                cpu: None,
             };
             let configured = if base == "ETE" || base == "ETM4" {
                 Etm4Config::from_registers(|r| dev.reg(r), base == "ETE", core.as_deref())
@@ -189,6 +227,7 @@ impl BufferPlan {
                     device_type: dev.type_name.clone(),
                     trace_id: other_trace_id(dev),
                     kind: SourceKind::Unsupported { protocol: protocol.to_string() },
+                    cpu: None,
                 })
             };
             let source = match configured {
@@ -627,6 +666,11 @@ pub struct Runner<'p> {
     slots: Vec<Slot>,
     /// The raw-buffer chain (unformatted data).
     raw: Option<Chain>,
+    /// The source whose unformatted data this is (`sources[0]` of a raw
+    /// snapshot buffer; any source for a raw perf fragment).
+    raw_source: usize,
+    /// Offset of the fragment's first byte (0 for a snapshot buffer).
+    start: u64,
     /// Next offset to feed.
     offset: u64,
     pub counts: Counts,
@@ -637,15 +681,24 @@ pub struct Runner<'p> {
 
 impl<'p> Runner<'p> {
     pub fn new(plan: &'p BufferPlan, opts: &RunOptions) -> Runner<'p> {
+        Runner::for_fragment(plan, opts, &Fragment { start: 0, end: 0, raw_source: None })
+    }
+
+    /// A decode of `frag` from fresh decoders, fed from `frag.start` on.
+    pub fn for_fragment(plan: &'p BufferPlan, opts: &RunOptions, frag: &Fragment) -> Runner<'p> {
         let wanted = |id: u8| opts.ids.is_empty() || opts.ids.contains(&id);
-        let mode = plan.frame_mode(opts.dstream);
+        let raw_source = frag.raw_source.filter(|&i| i < plan.sources.len());
+        let mode = if raw_source.is_some() { None } else { plan.frame_mode(opts.dstream) };
+        let rs = raw_source.unwrap_or(0);
         let mut r = Runner {
             plan,
             mode,
             demux: mode.map(Deformatter::new),
             slots: (0..128).map(|_| Slot::Empty).collect(),
             raw: None,
-            offset: 0,
+            raw_source: rs,
+            start: frag.start,
+            offset: frag.start,
             counts: Counts::default(),
             fatal: None,
             frame_error: None,
@@ -654,9 +707,9 @@ impl<'p> Runner<'p> {
         match mode {
             None => {
                 // trc_pkt_lister lists raw-buffer packets under ID 0 and filters on it.
-                let id = plan.sources[0].trace_id.unwrap_or(0);
-                if wanted(0) || wanted(id) {
-                    r.raw = Chain::new(plan, 0, opts, true);
+                let id = plan.sources.get(rs).and_then(|s| s.trace_id).unwrap_or(0);
+                if (wanted(0) || wanted(id)) && rs < plan.sources.len() {
+                    r.raw = Chain::new(plan, rs, opts, true);
                 }
             }
             Some(_) => {
@@ -705,17 +758,17 @@ impl<'p> Runner<'p> {
                     for (i, block) in bytes.chunks(1024).enumerate() {
                         let at = index + (i * 1024) as u64;
                         if !chain.push(plan, 0, at, block, on_event, &mut self.counts) {
-                            self.offset = chain.bytes_in();
+                            self.offset = self.start + chain.bytes_in();
                             self.fatal = Some(format!(
                                 "trace ID 0x{:x}: the decoder stopped on an error",
-                                plan.sources[0].trace_id.unwrap_or(0)
+                                plan.sources[self.raw_source].trace_id.unwrap_or(0)
                             ));
                             return false;
                         }
                     }
-                } else if let Some(id) = plan.sources[0].trace_id {
-                    if index == 0 && !plan.sources[0].kind.is_decoded() {
-                        on_event(Event::Skipped { trace_id: id, reason: skip_reason(&plan.sources[0]) });
+                } else if let Some(src) = plan.sources.get(self.raw_source) {
+                    if let (Some(id), true) = (src.trace_id, index == self.start && !src.kind.is_decoded()) {
+                        on_event(Event::Skipped { trace_id: id, reason: skip_reason(src) });
                     }
                 }
                 self.offset = index + bytes.len() as u64;
@@ -747,6 +800,23 @@ impl<'p> Runner<'p> {
         if self.stopped() {
             return;
         }
+        if self.start > 0 {
+            // A decoder that saw no data of this fragment ends at offset 0;
+            // within a fragment that is its start, so offsets stay in order.
+            let start = self.start;
+            let mut rebased = |ev: Event<'_>| match ev {
+                Event::Element { source, element } if element.index < start => {
+                    let e = Element { index: start, ..*element };
+                    on_event(Event::Element { source, element: &e })
+                }
+                ev => on_event(ev),
+            };
+            return self.finish_fragment(&mut rebased);
+        }
+        self.finish_fragment(on_event)
+    }
+
+    fn finish_fragment<F: FnMut(Event<'_>)>(&mut self, on_event: &mut F) {
         let plan = self.plan;
         if let Some(demux) = self.demux.as_mut() {
             let mut fatal = None;
@@ -824,8 +894,8 @@ impl<'p> Runner<'p> {
     /// buffer) knowing nothing of what came before: every parser and decoder
     /// starts unsynchronised, the counts from zero. The parallel index build
     /// starts one per part of the buffer.
-    pub(crate) fn starting_at(plan: &'p BufferPlan, opts: &RunOptions, offset: u64) -> Runner<'p> {
-        let mut r = Runner::new(plan, opts);
+    pub(crate) fn starting_at(plan: &'p BufferPlan, opts: &RunOptions, frag: &Fragment, offset: u64) -> Runner<'p> {
+        let mut r = Runner::for_fragment(plan, opts, frag);
         r.offset = offset;
         if r.demux.is_some() {
             r.demux = Some(Deformatter::resume_mem_aligned(offset, None));
@@ -835,8 +905,13 @@ impl<'p> Runner<'p> {
 
     /// A runner continuing from a saved state.
     pub fn resume(plan: &'p BufferPlan, opts: &RunOptions, state: &[u8]) -> Result<Runner<'p>, String> {
+        Runner::resume_fragment(plan, opts, &Fragment { start: 0, end: 0, raw_source: None }, state)
+    }
+
+    /// A runner continuing from a state saved inside `frag`.
+    pub fn resume_fragment(plan: &'p BufferPlan, opts: &RunOptions, frag: &Fragment, state: &[u8]) -> Result<Runner<'p>, String> {
         let st: RunnerState = bincode::deserialize(state).map_err(|e| format!("run state: {e}"))?;
-        let mut r = Runner::new(plan, opts);
+        let mut r = Runner::for_fragment(plan, opts, frag);
         r.offset = st.offset;
         r.counts = st.counts;
         if r.demux.is_some() {
@@ -861,8 +936,10 @@ impl<'p> Runner<'p> {
     /// Totals after [`Runner::finish`] (or a stop).
     pub fn summary(&self, data_len: u64) -> RunSummary {
         let bytes_processed = match (&self.demux, self.mode) {
-            (Some(d), Some(m)) if self.stopped() && !self.done || m == FrameMode::Dstream => d.stream_position(),
-            (None, _) if self.fatal.is_some() => self.offset,
+            (Some(d), Some(m)) if self.stopped() && !self.done || m == FrameMode::Dstream => {
+                d.stream_position().saturating_sub(self.start)
+            }
+            (None, _) if self.fatal.is_some() => self.offset - self.start,
             _ => data_len,
         };
         RunSummary {
@@ -914,22 +991,59 @@ pub fn run<F: FnMut(Event<'_>)>(
     opts: &RunOptions,
     mut on_event: F,
 ) -> Result<RunSummary, SessionError> {
-    let mut r = Runner::new(plan, opts);
+    Ok(run_fragment(plan, data, &Fragment::whole(data.len()), opts, &mut on_event))
+}
+
+/// Decode one fragment of `data` from fresh decoders.
+fn run_fragment<F: FnMut(Event<'_>)>(
+    plan: &BufferPlan,
+    data: &[u8],
+    frag: &Fragment,
+    opts: &RunOptions,
+    on_event: &mut F,
+) -> RunSummary {
+    let bytes = frag.bytes(data).unwrap_or(&[]);
+    let mut r = Runner::for_fragment(plan, opts, frag);
     let accepted = match r.mode {
-        Some(m) => m.lister_accepted_len(data.len() as u64) as usize,
-        None => data.len(),
+        Some(m) => m.lister_accepted_len(bytes.len() as u64) as usize,
+        None => bytes.len(),
     };
     // A buffer trc_pkt_lister cannot read whole ends in a fatal error: no
     // end-of-trace processing then.
-    if r.feed(&data[..accepted], &mut on_event) && accepted == data.len() {
-        r.finish(&mut on_event);
+    if r.feed(&bytes[..accepted], on_event) && accepted == bytes.len() {
+        r.finish(on_event);
     }
-    let mut summary = r.summary(data.len() as u64);
-    if accepted != data.len() && summary.frame_error.is_none() {
-        summary.frame_error = Some(FrameError::PartialFrame { index: accepted as u64, len: data.len() - accepted });
+    let mut summary = r.summary(bytes.len() as u64);
+    if accepted != bytes.len() && summary.frame_error.is_none() {
+        summary.frame_error =
+            Some(FrameError::PartialFrame { index: frag.start + accepted as u64, len: bytes.len() - accepted });
         summary.bytes_processed = accepted as u64;
     }
-    Ok(summary)
+    summary
+}
+
+/// Decode the fragments of a capture one after the other, each from fresh
+/// decoders (a perf.data's AUX fragments). A fragment whose decode stops
+/// does not stop the next one; the summary keeps the first stop.
+pub fn run_fragments<F: FnMut(Event<'_>)>(
+    plan: &BufferPlan,
+    data: &[u8],
+    fragments: &[Fragment],
+    opts: &RunOptions,
+    mut on_event: F,
+) -> RunSummary {
+    let mut total = RunSummary::default();
+    for frag in fragments {
+        let s = run_fragment(plan, data, frag, opts, &mut on_event);
+        total.bytes_processed += s.bytes_processed;
+        total.packets += s.packets;
+        total.elements += s.elements;
+        if total.frame_error.is_none() && total.fatal.is_none() {
+            total.frame_error = s.frame_error;
+            total.fatal = s.fatal.map(|f| format!("fragment at 0x{:x}: {f}", frag.start));
+        }
+    }
+    total
 }
 
 /// Decode `data` into packets only (no element decode).

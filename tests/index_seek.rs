@@ -276,3 +276,92 @@ fn stale_truncated_corrupt_and_foreign_indexes_are_rebuilt() {
     assert!(ok && out.contains("built in"), "{out}");
     let _ = std::fs::remove_dir_all(snap.parent().unwrap());
 }
+
+/// perf.data captures: a seek over the AUX fragments (each decoded from
+/// fresh decoders) gives what decoding them one after the other gives, and
+/// `decode --seek` on a perf.data prints the same elements as the listing.
+#[test]
+fn random_seeks_equal_the_full_decode_on_perf_data() {
+    use tracesight::capture::{Capture, CaptureOptions};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/perf");
+    if !root.is_dir() {
+        eprintln!("perf fixtures not found; skipped");
+        return;
+    }
+    let work = tmpdir("perf");
+    let mut rng = Rng(0x5eed_0f_9e37);
+    let mut files = Vec::new();
+    for d in std::fs::read_dir(&root).unwrap().flatten() {
+        if d.path().is_dir() {
+            files.extend(std::fs::read_dir(d.path()).unwrap().flatten().map(|e| e.path()));
+        }
+    }
+    files.sort();
+    let mut captures = 0;
+    for path in files.iter().filter(|p| tracesight::capture::perf::is_perf_data(p)) {
+        let copts = CaptureOptions { symdirs: vec![path.parent().unwrap().to_path_buf()], ..CaptureOptions::default() };
+        let cap = Capture::open(path, &copts).unwrap();
+        let data = cap.file.bytes();
+        let opts = index::index_run_options(&cap.opts);
+        let mut full = Vec::new();
+        tracesight::session::run_fragments(&cap.plan, data, &cap.fragments, &opts, |ev| {
+            if let tracesight::session::Event::Element { element, .. } = ev {
+                full.push(*element);
+            }
+        });
+        if full.is_empty() {
+            // perf_with_missing_aux_data.data: nothing recorded to seek in.
+            assert!(cap.fragments.is_empty(), "{}: fragments but no elements", path.display());
+            continue;
+        }
+        for threads in [1, 2] {
+            let iopts = IndexOptions { interval: 1024, threads, part: 0 };
+            let built = index::build_fragments(&cap.plan, data, &cap.fragments, &opts, &iopts, &index::BuildProgress::new(), None);
+            assert_eq!(built.totals.elements, full.len() as u64, "{}: element count", path.display());
+            let ident = TraceIdentity::of(path, data);
+            let ipath = work.join(format!("{captures}-{threads}.tsidx"));
+            format::write(&ipath, &built, &ident, 7).unwrap();
+            let f = index::IndexFile::open(&ipath, &ident, 7).unwrap();
+            assert!(f.len() >= cap.fragments.len(), "a restart point per fragment at least");
+            let seeker = Seeker::with_fragments(&cap.plan, data, &cap.fragments, &opts, &f);
+            let n = full.len() as u64;
+            let mut starts: Vec<u64> = (0..20).map(|_| rng.below(n)).collect();
+            starts.extend((0..f.len()).map(|k| f.checkpoint(k).elements_before.min(n - 1)));
+            starts.extend([0, n - 1]);
+            for &s in &starts {
+                let got: Vec<Element> = seeker.window(s, 25).unwrap().into_iter().map(|(_, e)| e).collect();
+                assert_eq!(got, full[s as usize..(s as usize + 25).min(full.len())], "{}: window at {s}", path.display());
+            }
+            let first = |p: &dyn Fn(&Element) -> bool| full.iter().position(p).map(|i| i as u64);
+            for _ in 0..10 {
+                let e = full[rng.below(n) as usize];
+                assert_eq!(seeker.find(&SeekTarget::Offset(e.index)).unwrap(), first(&|x| x.index >= e.index));
+                if let ElementKind::InstrRange { start, end, .. } = e.kind {
+                    let a = start + (end - start) / 2;
+                    let want = first(&|x| matches!(x.kind, ElementKind::InstrRange { start, end, .. } if start <= a && a < end));
+                    assert_eq!(seeker.find(&SeekTarget::Address(a)).unwrap(), want);
+                }
+                if let Some(t) = e.time.timestamp {
+                    let want = first(&|x| x.time.timestamp.is_some_and(|v| v >= t));
+                    assert_eq!(seeker.find(&SeekTarget::Timestamp(t)).unwrap(), want);
+                }
+            }
+        }
+        // The command line's seek prints the listing's lines from there.
+        let symdir = path.parent().unwrap().to_str().unwrap();
+        let p = path.to_str().unwrap();
+        let copy = work.join(path.file_name().unwrap());
+        std::fs::copy(path, &copy).unwrap();
+        let c = copy.to_str().unwrap();
+        let (ok, all, _) = tracesight(&["decode", p, "--symdir", symdir, "--elements-only"]);
+        assert!(ok);
+        let listed: Vec<&str> = all.lines().filter(|l| l.starts_with("CPU:")).collect();
+        let at = (listed.len() / 2) as u64;
+        let (ok, sought, err) = tracesight(&["decode", c, "--symdir", symdir, "--seek", &at.to_string(), "--count", "5"]);
+        assert!(ok, "{err}");
+        let sought: Vec<&str> = sought.lines().collect();
+        assert_eq!(sought, listed[at as usize..at as usize + 5], "{}: decode --seek {at}", path.display());
+        captures += 1;
+    }
+    assert!(captures >= 1, "no perf.data with trace data");
+}

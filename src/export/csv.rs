@@ -11,11 +11,13 @@ pub(super) struct CsvSink<'a> {
     pub cursor: Option<Cursor<'a>>,
     /// Scratch for fields that may need quoting.
     field: String,
+    /// A capture that knows its CPUs (a perf.data) adds a `cpu` column.
+    cpus: Option<super::CpuMap>,
 }
 
 impl<'a> CsvSink<'a> {
-    pub fn new(cursor: Option<Cursor<'a>>) -> Self {
-        CsvSink { cursor, field: String::new() }
+    pub fn new(cursor: Option<Cursor<'a>>, cpus: Option<super::CpuMap>) -> Self {
+        CsvSink { cursor, field: String::new(), cpus }
     }
 }
 
@@ -43,6 +45,10 @@ pub fn write_field(out: &mut String, text: &str) {
 impl super::Sink for CsvSink<'_> {
     fn begin(&mut self, out: &mut String) {
         out.push_str(HEADER);
+        if self.cpus.is_some() {
+            out.pop();
+            out.push_str(",cpu\n");
+        }
     }
 
     fn element(&mut self, out: &mut String, number: u64, e: &Element) {
@@ -108,6 +114,12 @@ impl super::Sink for CsvSink<'_> {
         self.field.clear();
         element::write_opencsd_element(&mut self.field, e);
         write_field(out, &self.field);
+        if let Some(m) = &self.cpus {
+            out.push(',');
+            if let Some(c) = m.get(e.trace_id) {
+                textout::dec(out, c as u64);
+            }
+        }
         out.push('\n');
     }
 }

@@ -168,12 +168,43 @@ impl Sink for OpencsdSink {
 
 struct JsonlSink<'a> {
     cursor: Option<Cursor<'a>>,
+    cpus: Option<CpuMap>,
 }
 
 impl Sink for JsonlSink<'_> {
     fn element(&mut self, out: &mut String, number: u64, e: &Element) {
         jsonl::write_element(out, Some(number), e, self.cursor.as_mut());
+        if let Some(c) = self.cpus.as_ref().and_then(|m| m.get(e.trace_id)) {
+            if out.ends_with('}') {
+                out.pop();
+                out.push_str(",\"cpu\":");
+                crate::textout::dec(out, c as u64);
+                out.push('}');
+            }
+        }
         out.push('\n');
+    }
+}
+
+/// The CPU of each trace ID, for captures that know them (a perf.data).
+#[derive(Clone, Debug)]
+pub struct CpuMap([Option<u32>; 128]);
+
+impl CpuMap {
+    /// `None` when no source names its CPU (a snapshot): exports then keep
+    /// their columns as they were.
+    pub fn of(cap: &Capture) -> Option<CpuMap> {
+        let mut m = [None; 128];
+        for s in &cap.plan.sources {
+            if let (Some(id), Some(cpu)) = (s.trace_id, s.cpu) {
+                m[id as usize & 0x7f] = Some(cpu);
+            }
+        }
+        m.iter().any(|c| c.is_some()).then_some(CpuMap(m))
+    }
+
+    pub fn get(&self, trace_id: u8) -> Option<u32> {
+        self.0[trace_id as usize & 0x7f]
     }
 }
 
@@ -256,8 +287,8 @@ pub fn export(
     let cursor = || cap.symbols.as_ref().map(|s| s.cursor());
     let mut sink: Box<dyn Sink + '_> = match req.format {
         ExportFormat::Opencsd => Box::new(OpencsdSink),
-        ExportFormat::Jsonl => Box::new(JsonlSink { cursor: cursor() }),
-        ExportFormat::Csv => Box::new(csv::CsvSink::new(cursor())),
+        ExportFormat::Jsonl => Box::new(JsonlSink { cursor: cursor(), cpus: CpuMap::of(cap) }),
+        ExportFormat::Csv => Box::new(csv::CsvSink::new(cursor(), CpuMap::of(cap))),
         ExportFormat::Perfetto => {
             let cancelled = || cancel.load(Ordering::Relaxed);
             let base = perfetto::time_base(seeker, req.from, req.to, &cancelled)?.ok_or(ExportError::Cancelled)?;

@@ -33,7 +33,7 @@ use super::{IndexOptions, Maxima, SegmentStats};
 use crate::element::{Element, ElementKind};
 use crate::frame::FrameMode;
 use crate::protocol::etm4::decoder::SpecState;
-use crate::session::{BufferPlan, Counts, Event, RunOptions, Runner};
+use crate::session::{BufferPlan, Counts, Event, Fragment, RunOptions, Runner};
 
 /// How far an index build is, readable from any thread while it runs.
 #[derive(Debug, Default)]
@@ -220,9 +220,12 @@ enum End {
 
 /// What is shared by the threads of a build.
 struct Ctx<'a> {
+    /// The whole mapped trace; only `frag` of it is decoded.
     data: &'a [u8],
+    frag: Fragment,
     opts: &'a RunOptions,
     interval: usize,
+    /// End of the accepted part of the fragment (an offset in `data`).
     accepted: usize,
     /// Whether checkpoints need their counters located (parallel builds).
     marked: bool,
@@ -280,7 +283,7 @@ impl Ctx<'_> {
                     // the end, as in a decode that cannot save its state.
                     resumable = false;
                     if cps.is_empty() {
-                        cps.push(Cp { offset: 0, counts: r.counts, state: Vec::new(), marks: None, seg: Seg::default() });
+                        cps.push(Cp { offset: self.frag.start, counts: r.counts, state: Vec::new(), marks: None, seg: Seg::default() });
                     }
                 }
                 None => {}
@@ -308,9 +311,9 @@ impl Ctx<'_> {
     /// The end of a run that reached the end of the accepted data or stopped:
     /// end-of-trace processing when the whole buffer was accepted.
     fn last(&self, r: &mut Runner<'_>, cps: &mut Vec<Cp>, stopped: bool) -> End {
-        if !stopped && self.accepted == self.data.len() {
+        if !stopped && self.accepted as u64 == self.frag.end {
             if cps.is_empty() {
-                cps.push(Cp { offset: 0, counts: r.counts, state: Vec::new(), marks: None, seg: Seg::default() });
+                cps.push(Cp { offset: self.frag.start, counts: r.counts, state: Vec::new(), marks: None, seg: Seg::default() });
             }
             let seg = &mut cps.last_mut().unwrap().seg;
             r.finish(&mut |ev| {
@@ -321,7 +324,7 @@ impl Ctx<'_> {
                 }
             });
         }
-        let summary = r.summary(self.data.len() as u64);
+        let summary = r.summary(self.frag.len() as u64);
         let stop = summary.fatal.clone().or_else(|| summary.frame_error.as_ref().map(|e| e.to_string()));
         End::Last { counts: r.counts, stop }
     }
@@ -348,21 +351,32 @@ impl Ctx<'_> {
     /// that began at a sync point; so an unformatted ETMv4/ETE buffer is
     /// entered at the part's first A-sync.
     fn lead_in<'p>(&self, plan: &'p BufferPlan, start: usize, to: usize) -> Runner<'p> {
-        let etm4 = plan.frame_mode(self.opts.dstream).is_none()
-            && matches!(plan.sources.first().map(|s| &s.kind), Some(crate::session::SourceKind::Etm4(_)));
+        let raw = self.frag.raw_source.is_some() || plan.frame_mode(self.opts.dstream).is_none();
+        let etm4 = raw
+            && matches!(
+                plan.sources.get(self.frag.raw_source.unwrap_or(0)).map(|s| &s.kind),
+                Some(crate::session::SourceKind::Etm4(_))
+            );
         let Some(at) = etm4.then(|| a_sync(&self.data[start..to])).flatten().map(|i| start + i) else {
-            return Runner::starting_at(plan, self.opts, start as u64);
+            return Runner::starting_at(plan, self.opts, &self.frag, start as u64);
         };
-        let first = at.next_multiple_of(self.interval).min(to);
-        let mut r = Runner::starting_at(plan, self.opts, at as u64);
+        // Checkpoints and blocks are placed from the fragment's start.
+        let base = self.frag.start as usize;
+        let first = (base + (at - base).next_multiple_of(self.interval)).min(to);
+        let mut r = Runner::starting_at(plan, self.opts, &self.frag, at as u64);
         // Blocks after the first stay at the offsets a decode from the start
         // gives them.
-        let aligned = at.next_multiple_of(1024).min(first);
+        let aligned = (base + (at - base).next_multiple_of(1024)).min(first);
         if r.feed(&self.data[at..aligned], &mut |_| {}) {
             r.feed(&self.data[aligned..first], &mut |_| {});
         }
         self.progress.add((first - start) as u64);
         r
+    }
+
+    /// Fresh decoders at the fragment's start.
+    fn fresh<'p>(&self, plan: &'p BufferPlan) -> Runner<'p> {
+        Runner::for_fragment(plan, self.opts, &self.frag)
     }
 }
 
@@ -421,6 +435,7 @@ struct Part {
 pub(super) fn build(
     plan: &BufferPlan,
     data: &[u8],
+    frag: Fragment,
     opts: &RunOptions,
     iopts: &IndexOptions,
     progress: &BuildProgress,
@@ -430,25 +445,27 @@ pub(super) fn build(
     let copy = PlanCopy::of(plan);
     let plan = &copy.plan();
     let interval = (iopts.interval.max(1024).div_ceil(1024) * 1024) as usize;
-    let probe = Runner::new(plan, opts);
-    let accepted = super::accepted_len(&probe, data);
+    let probe = Runner::for_fragment(plan, opts, &frag);
+    let start = frag.start as usize;
+    let len = super::accepted_len(&probe, frag.bytes(data).unwrap_or(&[]));
+    let accepted = start + len;
     let splittable = matches!(probe.frame_mode(), None | Some(FrameMode::MemAligned));
     drop(probe);
-    progress.total.store(accepted as u64, Ordering::Relaxed);
+    progress.total.store(len as u64, Ordering::Relaxed);
     let threads = match iopts.threads {
         0 => rayon::current_num_threads(),
         n => n,
     };
     let part_len = match iopts.part {
-        0 => (accepted / (threads * 8)).clamp(16 * interval, 256 * interval),
+        0 => (len / (threads * 8)).clamp(16 * interval, 256 * interval),
         n => n as usize,
     }
     .div_ceil(interval)
     .max(1)
         * interval;
-    let mut ctx = Ctx { data, opts, interval, accepted, marked: false, progress, release };
+    let mut ctx = Ctx { data, frag, opts, interval, accepted, marked: false, progress, release };
     let mut out = None;
-    if splittable && threads > 1 && accepted > part_len {
+    if splittable && threads > 1 && len > part_len {
         ctx.marked = true;
         let pool = if iopts.threads == 0 { None } else { rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok() };
         out = parallel(&ctx, plan, part_len, pool.as_ref());
@@ -458,27 +475,29 @@ pub(super) fn build(
         progress.done.store(0, Ordering::Relaxed);
         progress.redone.store(0, Ordering::Relaxed);
         progress.parts.store(1, Ordering::Relaxed);
-        let mut r = Runner::new(plan, opts);
+        let mut r = ctx.fresh(plan);
         let mut cps = Vec::new();
         let step = ctx.advance(&mut r, accepted, &mut cps, true, &mut |_, _, _| None);
         let end = ctx.last(&mut r, &mut cps, matches!(step, Step::Stopped));
         let part = Part { cps, end, ahead: Vec::new(), ahead_end: None };
-        merge(&ctx, plan, &[part], accepted.max(1)).expect("one part needs no shifting")
+        merge(&ctx, plan, &[part], len.max(1)).expect("one part needs no shifting")
     });
-    progress.done.store(accepted as u64, Ordering::Relaxed);
+    progress.done.store(len as u64, Ordering::Relaxed);
     progress.finished.store(true, Ordering::Relaxed);
     out
 }
 
 fn parallel(ctx: &Ctx<'_>, plan: &BufferPlan, part_len: usize, pool: Option<&rayon::ThreadPool>) -> Option<IndexData> {
-    let jobs: Vec<(usize, PlanCopy)> = (0..ctx.accepted).step_by(part_len).map(|s| (s, PlanCopy::of(plan))).collect();
+    let first = ctx.frag.start as usize;
+    let jobs: Vec<(usize, PlanCopy)> =
+        (first..ctx.accepted).step_by(part_len).map(|s| (s, PlanCopy::of(plan))).collect();
     ctx.progress.parts.store(jobs.len() as u64, Ordering::Relaxed);
     let work = || -> Vec<Option<Part>> { jobs
         .into_par_iter()
         .map(|(start, copy)| {
             let plan = copy.plan();
             let to = (start + part_len).min(ctx.accepted);
-            let mut r = if start == 0 { Runner::new(&plan, ctx.opts) } else { ctx.lead_in(&plan, start, to) };
+            let mut r = if start == first { ctx.fresh(&plan) } else { ctx.lead_in(&plan, start, to) };
             let mut cps = Vec::new();
             let step = ctx.advance(&mut r, to, &mut cps, true, &mut |_, _, _| None);
             let end = ctx.end(&mut r, &mut cps, &step, to)?;
@@ -507,14 +526,14 @@ fn parallel(ctx: &Ctx<'_>, plan: &BufferPlan, part_len: usize, pool: Option<&ray
 /// its look-ahead is resumed here and goes on until one does (or to the end).
 /// `None` when a shift cannot be applied (the caller then decodes in one pass).
 fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> Option<IndexData> {
-    let raw = plan.frame_mode(ctx.opts.dstream).is_none();
-    let mut acc = Acc { raw, ..Acc::default() };
+    let raw = ctx.frag.raw_source.is_some() || plan.frame_mode(ctx.opts.dstream).is_none();
+    let mut acc = Acc { raw, start: ctx.frag.start, ..Acc::default() };
     let (mut k, mut from) = (0usize, 0u64);
     loop {
         // Whether the decoder of part `k`, at `offset`, is in the state the
         // decoder of a later part saved there.
         let meets = |offset: u64, state: &[u8], marks: Option<&[Mark]>| -> Option<(usize, Shift)> {
-            let m = offset as usize / part_len;
+            let m = (offset - ctx.frag.start) as usize / part_len;
             let later = parts.get(m).filter(|_| m > k)?;
             let i = later.cps.binary_search_by_key(&offset, |c| c.offset).ok()?;
             let cp = &later.cps[i];
@@ -543,7 +562,7 @@ fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> O
                     met = meets(*offset, state, marks.as_deref()).map(|(m, s)| (*offset, m, s));
                     if met.is_none() {
                         // No match yet: this decoder goes on, here.
-                        let mut r = Runner::resume(plan, ctx.opts, state).ok()?;
+                        let mut r = Runner::resume_fragment(plan, ctx.opts, &ctx.frag, state).ok()?;
                         let mut cps = Vec::new();
                         let mut join = |o: u64, st: &[u8], mk: Option<&[Mark]>| meets(o, st, mk);
                         let step = ctx.advance(&mut r, ctx.accepted, &mut cps, false, &mut join);
@@ -579,6 +598,8 @@ fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> O
 #[derive(Default)]
 struct Acc {
     raw: bool,
+    /// Where the fragment starts (the checkpoint of an empty decode).
+    start: u64,
     shift: Shift,
     checkpoints: Vec<Checkpoint>,
     states: Vec<Vec<u8>>,
@@ -668,11 +689,127 @@ impl Acc {
 
     fn finish(mut self, counts: &Counts, stop: Option<String>) -> IndexData {
         if self.checkpoints.is_empty() {
-            self.checkpoints.push(Checkpoint::new(0, &Counts::default(), &Maxima::default(), &[]));
+            self.checkpoints.push(Checkpoint::new(self.start, &Counts::default(), &Maxima::default(), &[]));
             self.states.push(Vec::new());
         }
         self.ids.sort_by_key(|s| s.trace_id);
         let totals = self.counts(counts);
         IndexData { checkpoints: self.checkpoints, states: self.states, ids: self.ids, totals, stop }
     }
+}
+
+/// Build the index of a capture made of several fragments, each decoded from
+/// fresh decoders: each fragment's index is built on its own (several at once
+/// when there are many), then they are put one after the other, with the
+/// counts of the fragments before added and the maxima carried on. The
+/// checkpoint at each fragment's start is a restart point with no state.
+pub(super) fn build_fragments(
+    plan: &BufferPlan,
+    data: &[u8],
+    fragments: &[Fragment],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    progress: &BuildProgress,
+    release: Option<Release<'_>>,
+) -> IndexData {
+    if let [frag] = fragments {
+        return build(plan, data, *frag, opts, iopts, progress, release);
+    }
+    let total: u64 = fragments.iter().map(|f| f.len() as u64).sum();
+    progress.total.store(total, Ordering::Relaxed);
+    progress.done.store(0, Ordering::Relaxed);
+    progress.parts.store(fragments.len().max(1) as u64, Ordering::Relaxed);
+    let threads = match iopts.threads {
+        0 => rayon::current_num_threads(),
+        n => n,
+    };
+    let one = |copy: PlanCopy, frag: &Fragment, inner: &IndexOptions| {
+        let plan = copy.plan();
+        let p = BuildProgress::new();
+        let d = build(&plan, data, *frag, opts, inner, &p, release);
+        progress.add(frag.len() as u64);
+        d
+    };
+    let built: Vec<IndexData> = if fragments.len() >= 2 * threads && threads > 1 {
+        // Many fragments: one thread each, all cores busy.
+        let inner = IndexOptions { threads: 1, ..iopts.clone() };
+        let jobs: Vec<(PlanCopy, Fragment)> = fragments.iter().map(|f| (PlanCopy::of(plan), *f)).collect();
+        let work = || jobs.into_par_iter().map(|(c, f)| one(c, &f, &inner)).collect();
+        match (iopts.threads != 0).then(|| rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok()).flatten() {
+            Some(pool) => pool.install(work),
+            None => work(),
+        }
+    } else {
+        fragments.iter().map(|f| one(PlanCopy::of(plan), f, iopts)).collect()
+    };
+    let out = concatenate(fragments, built);
+    progress.done.store(total, Ordering::Relaxed);
+    progress.finished.store(true, Ordering::Relaxed);
+    out
+}
+
+/// The indexes of consecutive fragments as one: counts before each
+/// checkpoint run on from the fragments before; the maxima before a
+/// checkpoint take those of earlier fragments into account (an upper bound
+/// from their segment summaries, which only makes a seek start earlier).
+fn concatenate(fragments: &[Fragment], parts: Vec<IndexData>) -> IndexData {
+    let mut out = IndexData { checkpoints: Vec::new(), states: Vec::new(), ids: Vec::new(), totals: Counts::default(), stop: None };
+    let none = |v: u64| (v != format::NONE).then_some(v);
+    let mut max = Maxima::default();
+    let bigger = |m: Option<u64>, v: Option<u64>| match (m, v) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    for (frag, d) in fragments.iter().zip(parts) {
+        let before = out.totals;
+        let mut frag_max = max;
+        for (mut c, s) in d.checkpoints.into_iter().zip(d.states) {
+            c.elements_before += before.elements;
+            c.instructions_before += before.instructions;
+            c.packets_before += before.packets;
+            c.max_ts_before = bigger(max.ts, none(c.max_ts_before)).unwrap_or(format::NONE);
+            c.max_cc_before = bigger(max.cc, none(c.max_cc_before)).unwrap_or(format::NONE);
+            c.max_index_before = bigger(max.index, none(c.max_index_before)).unwrap_or(format::NONE);
+            frag_max.ts = bigger(bigger(frag_max.ts, none(c.max_ts_before)), bigger(none(c.first_ts), none(c.last_ts)));
+            frag_max.cc = bigger(bigger(frag_max.cc, none(c.max_cc_before)), bigger(none(c.first_cc), none(c.last_cc)));
+            out.checkpoints.push(c);
+            out.states.push(s);
+        }
+        if d.totals.elements > 0 {
+            // Every element of the fragment lies inside it.
+            frag_max.index = bigger(frag_max.index, Some(frag.end.saturating_sub(1)));
+        }
+        max = frag_max;
+        out.totals.elements += d.totals.elements;
+        out.totals.instructions += d.totals.instructions;
+        out.totals.packets += d.totals.packets;
+        for i in d.ids {
+            match out.ids.iter_mut().find(|x| x.trace_id == i.trace_id) {
+                None => out.ids.push(i),
+                Some(x) => {
+                    x.elements += i.elements;
+                    x.instructions += i.instructions;
+                    for (first, last, f, l) in
+                        [(&mut x.first_ts, &mut x.last_ts, i.first_ts, i.last_ts), (&mut x.first_cc, &mut x.last_cc, i.first_cc, i.last_cc)]
+                    {
+                        if *first == format::NONE {
+                            *first = f;
+                        }
+                        if l != format::NONE {
+                            *last = l;
+                        }
+                    }
+                }
+            }
+        }
+        if out.stop.is_none() {
+            out.stop = d.stop.map(|s| format!("fragment at 0x{:x}: {s}", frag.start));
+        }
+    }
+    if out.checkpoints.is_empty() {
+        out.checkpoints.push(Checkpoint::new(0, &Counts::default(), &Maxima::default(), &[]));
+        out.states.push(Vec::new());
+    }
+    out.ids.sort_by_key(|s| s.trace_id);
+    out
 }

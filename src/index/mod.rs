@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use crate::element::{Element, ElementKind};
 use crate::input::TraceFile;
-use crate::session::{BufferPlan, Event, RunOptions, Runner, Source};
+use crate::session::{BufferPlan, Event, Fragment, RunOptions, Runner, Source};
 
 pub use build::{BuildProgress, Release};
 pub use format::{Checkpoint, IdSummary, IndexFile};
@@ -103,6 +103,12 @@ impl TraceIdentity {
 /// A fingerprint of everything besides the trace bytes that changes the
 /// decode: run options, the sources' configuration and the program image.
 pub fn fingerprint(plan: &BufferPlan, opts: &RunOptions) -> u64 {
+    fingerprint_fragments(plan, &[], opts)
+}
+
+/// [`fingerprint`] of a capture cut into `fragments` (none: one buffer read
+/// whole, as a snapshot is).
+pub fn fingerprint_fragments(plan: &BufferPlan, fragments: &[Fragment], opts: &RunOptions) -> u64 {
     let mut h = format::Fnv::new();
     h.write(&format::VERSION.to_le_bytes());
     h.write(format!("{:?}|{:?}|{:?}", opts.ids, opts.dstream, opts.decoder).as_bytes());
@@ -117,6 +123,9 @@ pub fn fingerprint(plan: &BufferPlan, opts: &RunOptions) -> u64 {
                 h.write(&t.as_nanos().to_le_bytes());
             }
         }
+    }
+    for f in fragments {
+        h.write(format!("{}-{}|{:?}", f.start, f.end, f.raw_source).as_bytes());
     }
     h.finish()
 }
@@ -193,7 +202,21 @@ pub fn build(
     progress: &BuildProgress,
     release: Option<Release<'_>>,
 ) -> format::IndexData {
-    build::build(plan, data, &index_run_options(opts), iopts, progress, release)
+    build::build(plan, data, Fragment::whole(data.len()), &index_run_options(opts), iopts, progress, release)
+}
+
+/// [`build`] for a capture cut into fragments, each decoded from fresh
+/// decoders (see [`Fragment`]); element numbers run on across them.
+pub fn build_fragments(
+    plan: &BufferPlan,
+    data: &[u8],
+    fragments: &[Fragment],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    progress: &BuildProgress,
+    release: Option<Release<'_>>,
+) -> format::IndexData {
+    build::build_fragments(plan, data, fragments, &index_run_options(opts), iopts, progress, release)
 }
 
 /// An index, opened from its file or freshly built, for one buffer.
@@ -219,8 +242,24 @@ pub fn open_or_build(
     progress: &BuildProgress,
     release: Option<Release<'_>>,
 ) -> Result<Index, IndexError> {
+    open_or_build_fragments(plan, data, &[Fragment::whole(data.len())], opts, iopts, rebuild, progress, release)
+}
+
+/// [`open_or_build`] for a capture cut into fragments.
+#[allow(clippy::too_many_arguments)]
+pub fn open_or_build_fragments(
+    plan: &BufferPlan,
+    data: &[u8],
+    fragments: &[Fragment],
+    opts: &RunOptions,
+    iopts: &IndexOptions,
+    rebuild: bool,
+    progress: &BuildProgress,
+    release: Option<Release<'_>>,
+) -> Result<Index, IndexError> {
     let opts = index_run_options(opts);
-    let fp = fingerprint(plan, &opts);
+    let whole = fragments == [Fragment::whole(data.len())];
+    let fp = fingerprint_fragments(plan, if whole { &[] } else { fragments }, &opts);
     let ident = TraceIdentity::of(&plan.buffer.path, data);
     let paths = index_paths(&plan.buffer.path, fp);
     let mut rejected = Vec::new();
@@ -235,7 +274,7 @@ pub fn open_or_build(
             }
         }
     }
-    let built = build::build(plan, data, &opts, iopts, progress, release);
+    let built = build::build_fragments(plan, data, fragments, &opts, iopts, progress, release);
     let mut last_err = None;
     for p in &paths {
         match format::write(p, &built, &ident, fp) {
@@ -250,13 +289,16 @@ pub fn open_or_build(
     Err(IndexError::Write { path, error })
 }
 
-/// Feed `data` from `pos` to a runner, numbering elements from `number`,
-/// until `on` returns false or the trace ends; returns how far it read.
-fn drive<F>(mut r: Runner<'_>, data: &[u8], mut pos: usize, mut number: u64, on: &mut F) -> usize
+/// Feed the fragment `frag` of `data` from `pos` to a runner, numbering
+/// elements from `number`, until `on` returns false or the fragment ends;
+/// returns how far it read, whether `on` wants more and the next number.
+fn drive<F>(mut r: Runner<'_>, data: &[u8], frag: &Fragment, mut pos: usize, mut number: u64, on: &mut F) -> (usize, bool, u64)
 where
     F: FnMut(u64, &Event<'_>) -> bool,
 {
-    let accepted = accepted_len(&r, data);
+    let Some(bytes) = frag.bytes(data) else { return (pos, true, number) };
+    let accepted = frag.start as usize + accepted_len(&r, bytes);
+    let end = frag.end as usize;
     let more = std::cell::Cell::new(true);
     let block = 64 * 1024;
     let mut handler = |ev: Event<'_>| {
@@ -276,20 +318,64 @@ where
         }
         pos = end;
     }
-    if more.get() && !stopped && accepted == data.len() {
+    if more.get() && !stopped && accepted == end {
         r.finish(&mut handler);
     }
-    pos
+    (pos, more.get(), number)
+}
+
+/// Decode the fragments from `first` on, from `r` (set up at `pos` in
+/// fragment `first`) and then fresh decoders for each next fragment;
+/// returns the byte ranges read.
+fn drive_on<'p, F>(
+    plan: &'p BufferPlan,
+    opts: &RunOptions,
+    data: &[u8],
+    fragments: &[Fragment],
+    first: usize,
+    r: Runner<'p>,
+    pos: usize,
+    number: u64,
+    on: &mut F,
+) -> Vec<(usize, usize)>
+where
+    F: FnMut(u64, &Event<'_>) -> bool,
+{
+    let mut read = Vec::new();
+    let Some(frag) = fragments.get(first) else { return read };
+    let (end, mut more, mut number) = drive(r, data, frag, pos, number, on);
+    read.push((pos, end));
+    for frag in &fragments[first + 1..] {
+        if !more {
+            break;
+        }
+        let r = Runner::for_fragment(plan, opts, frag);
+        let start = frag.start as usize;
+        let (end, m, n) = drive(r, data, frag, start, number, on);
+        read.push((start, end));
+        (more, number) = (m, n);
+    }
+    read
 }
 
 /// Decode from the start without an index, numbering elements as a seek
 /// does: what a viewer can show while the index is still being built.
-pub fn run_events_from_start<F>(plan: &BufferPlan, data: &[u8], opts: &RunOptions, mut on: F)
+pub fn run_events_from_start<F>(plan: &BufferPlan, data: &[u8], opts: &RunOptions, on: F)
+where
+    F: FnMut(u64, &Event<'_>) -> bool,
+{
+    run_fragment_events_from_start(plan, data, &[Fragment::whole(data.len())], opts, on)
+}
+
+/// [`run_events_from_start`] over a capture cut into fragments.
+pub fn run_fragment_events_from_start<F>(plan: &BufferPlan, data: &[u8], fragments: &[Fragment], opts: &RunOptions, mut on: F)
 where
     F: FnMut(u64, &Event<'_>) -> bool,
 {
     let opts = index_run_options(opts);
-    drive(Runner::new(plan, &opts), data, 0, 0, &mut on);
+    let Some(first) = fragments.first() else { return };
+    let r = Runner::for_fragment(plan, &opts, first);
+    drive_on(plan, &opts, data, fragments, 0, r, first.start as usize, 0, &mut on);
 }
 
 /// Where a seek goes.
@@ -325,6 +411,8 @@ pub struct Numbered<'a> {
 pub struct Seeker<'p> {
     plan: &'p BufferPlan,
     data: &'p [u8],
+    /// The fragments of `data` the capture decodes, in order.
+    fragments: std::borrow::Cow<'p, [Fragment]>,
     opts: RunOptions,
     index: &'p IndexFile,
     /// The mapped trace, whose pages are given back after each seek so that
@@ -334,13 +422,31 @@ pub struct Seeker<'p> {
 
 impl<'p> Seeker<'p> {
     pub fn new(plan: &'p BufferPlan, data: &'p [u8], opts: &RunOptions, index: &'p IndexFile) -> Seeker<'p> {
-        Seeker { plan, data, opts: index_run_options(opts), index, file: None }
+        let fragments = vec![Fragment::whole(data.len())].into();
+        Seeker { plan, data, fragments, opts: index_run_options(opts), index, file: None }
+    }
+
+    /// A seeker over a capture cut into `fragments` of `data`.
+    pub fn with_fragments(
+        plan: &'p BufferPlan,
+        data: &'p [u8],
+        fragments: &'p [Fragment],
+        opts: &RunOptions,
+        index: &'p IndexFile,
+    ) -> Seeker<'p> {
+        Seeker { plan, data, fragments: fragments.into(), opts: index_run_options(opts), index, file: None }
+    }
+
+    /// Give back the pages read after each seek (see [`Seeker::over_file`]).
+    pub fn releasing(mut self, file: &'p TraceFile) -> Seeker<'p> {
+        self.file = Some(file);
+        self
     }
 
     /// A seeker over a mapped trace file, releasing the pages it read after
     /// each seek (they stay in the page cache, so a revisit is cheap).
     pub fn over_file(plan: &'p BufferPlan, file: &'p TraceFile, opts: &RunOptions, index: &'p IndexFile) -> Seeker<'p> {
-        Seeker { plan, data: file.bytes(), opts: index_run_options(opts), index, file: Some(file) }
+        Seeker::new(plan, file.bytes(), opts, index).releasing(file)
     }
 
     /// The checkpoint to start from for `target` (the last one that cannot be
@@ -393,14 +499,21 @@ impl<'p> Seeker<'p> {
     {
         let cp = self.index.checkpoint(k);
         let state = self.index.state(k).map_err(|error| IndexError::BadState { checkpoint: k, error })?;
-        let r = if cp.offset == 0 && state.is_empty() {
-            Runner::new(self.plan, &self.opts)
+        // The fragment the checkpoint lies in (the last starting at or before it).
+        let f = self.fragments.partition_point(|f| f.start <= cp.offset).saturating_sub(1);
+        let Some(frag) = self.fragments.get(f) else { return Ok(()) };
+        let r = if cp.offset == frag.start && state.is_empty() {
+            Runner::for_fragment(self.plan, &self.opts, frag)
         } else {
-            Runner::resume(self.plan, &self.opts, state).map_err(|error| IndexError::BadState { checkpoint: k, error })?
+            Runner::resume_fragment(self.plan, &self.opts, frag, state)
+                .map_err(|error| IndexError::BadState { checkpoint: k, error })?
         };
-        let pos = drive(r, self.data, cp.offset as usize, cp.elements_before, &mut on);
-        if let Some(f) = self.file {
-            f.release(cp.offset as usize, pos);
+        let read =
+            drive_on(self.plan, &self.opts, self.data, &self.fragments, f, r, cp.offset as usize, cp.elements_before, &mut on);
+        if let Some(file) = self.file {
+            for (a, b) in read {
+                file.release(a, b);
+            }
         }
         Ok(())
     }

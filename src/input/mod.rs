@@ -4,8 +4,10 @@
 //! * [`ini`]: the ini dialect of snapshot files.
 //! * [`snapshot`]: `snapshot.ini`, device files and `trace.ini` as a model.
 //! * [`trace_file`]: memory-mapped trace buffers.
+//! * [`perf`]: perf.data files recorded with the `cs_etm` PMU.
 
 pub mod ini;
+pub mod perf;
 pub mod snapshot;
 pub mod trace_file;
 

@@ -194,7 +194,7 @@ pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> 
 
 /// Pages decoded from the start of the trace, before there is an index.
 pub fn build_pages_unindexed(cap: &Capture, view: View, first: u64, count: u64) -> Vec<Vec<Entry>> {
-    page_rows(cap, view, first, count, &mut |on| crate::index::run_events_from_start(&cap.plan, cap.file.bytes(), &cap.opts, on))
+    page_rows(cap, view, first, count, &mut |on| crate::index::run_fragment_events_from_start(&cap.plan, cap.file.bytes(), &cap.fragments, &cap.opts, on))
 }
 
 type EventSink<'s> = &'s mut dyn FnMut(u64, &Event<'_>) -> bool;

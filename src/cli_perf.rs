@@ -1,0 +1,338 @@
+//! The commands on a perf.data: `decode`, `index` and `info` (`export` and
+//! the viewer open it through [`Capture::open`] like a snapshot).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use tracesight::capture::perf::PerfInfo;
+use tracesight::capture::{Capture, CaptureOptions};
+use tracesight::element::{self, Element, ElementKind};
+use tracesight::export::jsonl;
+use tracesight::index;
+use tracesight::protocol::etm4::decoder::DecoderOptions;
+use tracesight::session::{run_fragments, Event, Fragment};
+
+use super::{env_flag, env_number, DecodeArgs, Format, IndexArgs, Output};
+
+/// Options for perf.data captures, shared by every command.
+#[derive(clap::Args, Clone, Default)]
+pub struct PerfArgs {
+    /// perf.data: a directory to find the recorded binaries in, by file name
+    /// or by their recorded path below it (repeatable; searched before perf's
+    /// build-id cache and the recorded paths).
+    #[arg(long = "symdir", value_name = "DIR")]
+    pub symdirs: Vec<PathBuf>,
+    /// perf.data: the kernel image (vmlinux) for kernel addresses.
+    #[arg(long, value_name = "VMLINUX")]
+    pub kernel: Option<PathBuf>,
+    /// perf.data: only this CPU's trace.
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<u32>,
+}
+
+/// Whether `path` is a perf.data file (by its magic).
+pub fn is_perf(path: &Path) -> bool {
+    tracesight::capture::perf::is_perf_data(path)
+}
+
+fn open(path: &Path, images: &[String], perf: &PerfArgs, decoder: DecoderOptions) -> Result<Capture, String> {
+    let copts = CaptureOptions {
+        images: images.to_vec(),
+        decoder,
+        symdirs: perf.symdirs.clone(),
+        kernel: perf.kernel.clone(),
+        cpu: perf.cpu,
+        ..CaptureOptions::default()
+    };
+    let cap = Capture::open(path, &copts)?;
+    for w in &cap.warnings {
+        eprintln!("tracesight: warning: {w}");
+    }
+    Ok(cap)
+}
+
+fn env_decoder() -> DecoderOptions {
+    DecoderOptions {
+        instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
+        aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
+        ..DecoderOptions::default()
+    }
+}
+
+/// The CPU whose trace an element of `trace_id` is.
+fn cpu_of(cap: &Capture, trace_id: u8) -> Option<u32> {
+    cap.plan.sources.iter().find(|s| s.trace_id == Some(trace_id)).and_then(|s| s.cpu)
+}
+
+/// The binary that would have covered an inaccessible address, named.
+fn missing_image(perf: &PerfInfo, e: &Element) -> Option<String> {
+    let ElementKind::AddrNotAccessible { addr, .. } = e.kind else { return None };
+    Some(match perf.binary_at(addr) {
+        Some(b) if b.found.is_none() => format!("no image for {} (mapped at 0x{:x})", b.filename, b.addr),
+        Some(_) => return None,
+        None if addr >= 0xffff_0000_0000_0000 => "no kernel image (give --kernel vmlinux)".into(),
+        None => "no recorded mapping holds this address".into(),
+    })
+}
+
+/// One element line: the OpenCSD element line after the CPU, or a JSON
+/// object with `cpu` (and the missing image for a gap) added.
+fn write_element(out: &mut String, cap: &Capture, number: Option<u64>, e: &Element, json: bool, cursor: Option<&mut tracesight::symbols::Cursor<'_>>) {
+    let cpu = cpu_of(cap, e.trace_id);
+    let missing = cap.perf.as_ref().and_then(|p| missing_image(p, e));
+    if json {
+        jsonl::write_element(out, number, e, cursor);
+        if out.ends_with('}') {
+            out.pop();
+            if let Some(c) = cpu {
+                out.push_str(&format!(",\"cpu\":{c}"));
+            }
+            if let Some(m) = &missing {
+                out.push_str(",\"missing_image\":");
+                element::write_json_string(out, m);
+            }
+            // The recorded binary the range runs in, as perf script names its DSO.
+            if let (ElementKind::InstrRange { start, .. }, Some(p)) = (e.kind, &cap.perf) {
+                if let Some(b) = p.binary_at(start) {
+                    out.push_str(",\"binary\":");
+                    element::write_json_string(out, &b.filename);
+                }
+            }
+            out.push('}');
+        }
+    } else {
+        if let Some(c) = cpu {
+            out.push_str(&format!("CPU:{c}; "));
+        }
+        element::write_opencsd_line(out, e);
+        if let Some(m) = &missing {
+            if out.ends_with('\n') {
+                out.pop();
+            }
+            out.push_str(&format!(" [{m}]\n"));
+            return;
+        }
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+}
+
+/// `tracesight decode perf.data`.
+pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
+    let limit = if args.instr_range_limit > 0 { args.instr_range_limit } else { env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0) };
+    let decoder = DecoderOptions {
+        src_addr_n: args.src_addr_n,
+        aa64_opcode_check: args.aa64_opcode_check || env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
+        instr_range_limit: limit,
+        speculation: false,
+    };
+    let cap = open(&args.path, &args.images, &args.perf, decoder)?;
+    let json = args.format == Format::Jsonl;
+    let mut opts = cap.opts.clone();
+    if !args.ids.is_empty() {
+        opts.ids.retain(|i| args.ids.contains(i));
+        if opts.ids.is_empty() {
+            opts.ids = args.ids.clone();
+        }
+    }
+    opts.elements = !args.packets;
+    let mut cursor = if json { cap.symbols.as_ref().map(|s| s.cursor()) } else { None };
+    let mut out = Output::new(args.output.as_deref())?;
+    if cap.fragments.is_empty() {
+        eprintln!("tracesight: {}: no trace data to decode", args.path.display());
+        out.close()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(pos) = &args.seek {
+        let idx = super::open_index(&cap.plan, &cap.file, &cap.fragments, &opts, &index::IndexOptions::default(), false)?;
+        let seeker = index::Seeker::with_fragments(&cap.plan, cap.file.bytes(), &cap.fragments, &opts, &idx.file).releasing(&cap.file);
+        let (target, fuzzy) = cap.parse_position(pos).map_err(|e| format!("--seek {e}"))?;
+        if let Some(name) = fuzzy {
+            eprintln!("tracesight: no function is named like that; using the best match, {name}");
+        }
+        let Some(start) = seeker.find(&target).map_err(|e| e.to_string())? else {
+            eprintln!("tracesight: --seek {pos}: no element there (the trace has {} elements)", idx.file.totals().elements);
+            return Ok(ExitCode::from(1));
+        };
+        seeker
+            .each(start, args.count, |n| write_element(&mut out.buf, &cap, Some(n.number), n.element, json, cursor.as_mut()))
+            .map_err(|e| e.to_string())?;
+        out.close()?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let show_packets = !args.elements_only;
+    let mut io_err = None;
+    for (i, frag) in cap.fragments.iter().enumerate() {
+        if !json {
+            out.buf.push_str(&fragment_header(&cap, i, frag));
+        }
+        let summary = run_fragments(&cap.plan, cap.file.bytes(), std::slice::from_ref(frag), &opts, |ev| {
+            if io_err.is_some() {
+                return;
+            }
+            match ev {
+                Event::Element { element: e, .. } => write_element(&mut out.buf, &cap, None, e, json, cursor.as_mut()),
+                Event::Message { text, .. } if !json => out.buf.push_str(text),
+                Event::Packet { source, stream_id, packet, raw } if show_packets => {
+                    if json {
+                        packet.write_json(&mut out.buf, source.trace_id.unwrap_or(stream_id), raw);
+                        out.buf.push('\n');
+                    } else {
+                        packet.write_opencsd(&mut out.buf, source, stream_id, raw);
+                    }
+                }
+                Event::Skipped { trace_id, reason } => {
+                    eprintln!("tracesight: {}: trace ID 0x{trace_id:x} skipped: {reason}", args.path.display())
+                }
+                _ => {}
+            }
+            if let Err(e) = out.maybe_flush() {
+                io_err = Some(e);
+            }
+        });
+        if let Some(f) = summary.fatal.as_ref().map(|f| f.to_string()).or(summary.frame_error.map(|e| e.to_string())) {
+            eprintln!("tracesight: {}: AUX fragment at 0x{:x}: decode stopped: {f}", args.path.display(), frag.start);
+        }
+    }
+    match io_err {
+        Some(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
+        Some(e) => return Err(format!("writing output: {e}")),
+        None => {}
+    }
+    out.close()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The line that opens a fragment's listing.
+fn fragment_header(cap: &Capture, i: usize, f: &Fragment) -> String {
+    let what = match f.raw_source.and_then(|s| cap.plan.sources.get(s)) {
+        Some(s) => format!("raw trace of CPU {}", s.cpu.map_or("?".into(), |c| c.to_string())),
+        None => "formatted trace".into(),
+    };
+    let cpu = cap
+        .perf
+        .as_ref()
+        .and_then(|p| p.data.fragments().iter().find(|x| x.data.start as u64 == f.start))
+        .map(|x| if x.cpu < 0 { " (per-thread)".to_string() } else { format!(" of CPU {}", x.cpu) })
+        .unwrap_or_default();
+    format!("AUX fragment {i}{cpu}: 0x{:x}..0x{:x} ({} bytes), {what}\n", f.start, f.end, f.len())
+}
+
+/// `tracesight index perf.data`.
+pub fn index(args: &IndexArgs) -> Result<ExitCode, String> {
+    let cap = open(&args.path, &args.images, &args.perf, env_decoder())?;
+    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024, ..Default::default() };
+    let t0 = std::time::Instant::now();
+    let idx = super::open_index(&cap.plan, &cap.file, &cap.fragments, &cap.opts, &iopts, args.rebuild)?;
+    let took = t0.elapsed();
+    let f = &idx.file;
+    let mut o = String::new();
+    for r in &idx.rejected {
+        o.push_str(&format!("rejected {r}\n"));
+    }
+    o.push_str(&format!(
+        "index {} ({}, {} bytes)\n",
+        idx.path.display(),
+        if idx.built { format!("built in {:.2} s", took.as_secs_f64()) } else { "up to date".into() },
+        f.file_len()
+    ));
+    let t = f.totals();
+    let bytes: usize = cap.fragments.iter().map(|f| f.len()).sum();
+    o.push_str(&format!(
+        "perf.data: {} AUX fragments, {bytes} bytes of trace, {} checkpoints, {} packets, {} elements, {} instructions\n",
+        cap.fragments.len(),
+        f.len(),
+        t.packets,
+        t.elements,
+        t.instructions
+    ));
+    if let Some(s) = f.stop() {
+        o.push_str(&format!("  decode stopped early: {s}\n"));
+    }
+    for s in f.id_summaries() {
+        let cpu = cpu_of(&cap, s.trace_id as u8).map_or("?".into(), |c| c.to_string());
+        o.push_str(&format!(
+            "  CPU {cpu} (trace ID 0x{:02x}): {} elements, {} instructions\n",
+            s.trace_id, s.elements, s.instructions
+        ));
+    }
+    print!("{o}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tracesight info perf.data`: the recording, its CPUs, AUX data and
+/// binaries.
+pub fn info(path: &Path, images: &[String], perf: &PerfArgs) -> Result<ExitCode, String> {
+    let cap = open(path, images, perf, env_decoder())?;
+    let Some(p) = &cap.perf else { return Err(format!("{}: not a perf.data", path.display())) };
+    let d = &p.data;
+    let mut o = String::new();
+    o.push_str(&format!("perf.data: {}\n", path.display()));
+    if let Some(c) = d.cmdline() {
+        o.push_str(&format!("command line: {}\n", c.join(" ")));
+    }
+    for (k, v) in [("host", d.hostname()), ("os release", d.os_release()), ("arch", d.arch())] {
+        if let Some(v) = v {
+            o.push_str(&format!("{k}: {v}\n"));
+        }
+    }
+    if let Some(a) = d.auxtrace_info() {
+        o.push_str(&format!(
+            "AUXTRACE_INFO version {}: {} CPUs{}\n",
+            a.version,
+            a.nr_cpus,
+            if a.snapshot { ", snapshot mode" } else { "" }
+        ));
+    }
+    for c in d.cpus() {
+        let frags: Vec<_> = d.fragments().iter().filter(|f| f.cpu == c.cpu as i32).collect();
+        let bytes: usize = frags.iter().map(|f| f.data.len()).sum();
+        let count = |pred: &dyn Fn(&tracesight::input::perf::AuxFlags) -> bool| frags.iter().filter(|f| pred(&f.flags)).count();
+        o.push_str(&format!(
+            "CPU {}: {}, trace ID 0x{:02x}, {} AUX fragments, {bytes} bytes ({} raw, {} truncated, {} partial, {} collision)\n",
+            c.cpu,
+            c.protocol.name(),
+            c.trace_id,
+            frags.len(),
+            count(&|f| f.raw()),
+            count(&|f| f.truncated()),
+            count(&|f| f.partial()),
+            count(&|f| f.collision()),
+        ));
+    }
+    let per_thread = d.fragments().iter().filter(|f| f.cpu < 0).count();
+    if per_thread > 0 {
+        o.push_str(&format!("per-thread AUX fragments: {per_thread}\n"));
+    }
+    if !d.has_trace_data() {
+        o.push_str("no trace data: the recording has AUX records but no AUXTRACE data\n");
+    }
+    for b in &p.binaries {
+        let id = b.build_id.map(|i| format!(" build id {}", i.hex())).unwrap_or_default();
+        let state = match &b.found {
+            Some(f) => format!("found ({}): {}", f.how(), f.path().display()),
+            None => format!("not found{}", b.note.as_ref().map(|n| format!(": {n}")).unwrap_or_default()),
+        };
+        o.push_str(&format!(
+            "binary {}{id} at 0x{:x}..0x{:x}{}: {state}\n",
+            b.filename,
+            b.addr,
+            b.addr.wrapping_add(b.len),
+            if b.kernel { " (kernel)" } else { "" }
+        ));
+    }
+    if !p.threads.is_empty() {
+        let names: Vec<String> = p.threads.values().map(|t| format!("{}/{} {}", t.pid, t.tid, t.comm)).collect();
+        o.push_str(&format!("threads (pid/tid comm): {}\n", names.join(", ")));
+    }
+    for s in &cap.plan.sources {
+        o.push_str(&format!("source {} ({}), trace ID 0x{:02x}\n", s.name, s.device_type, s.trace_id.unwrap_or(0)));
+        for (k, v) in s.kind.describe() {
+            o.push_str(&format!("    {k}: {v}\n"));
+        }
+    }
+    print!("{o}");
+    Ok(ExitCode::SUCCESS)
+}
