@@ -16,7 +16,7 @@ use super::{callgraph, folded, stats, CodeMap, Collector, FunctionMap, NoCode};
 use crate::capture::{Capture, CaptureOptions};
 use crate::element::{Isa, MemSpace};
 use crate::image::memory::MemoryImage;
-use crate::index::{self, SeekTarget};
+use crate::index::{self, SeekTarget, Seeker};
 
 /// What `profile` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -177,6 +177,37 @@ fn target_reader(image: Arc<MemoryImage>) -> TargetReader {
     })
 }
 
+/// Feed elements `from..to` of a capture (through its index) to `col` and
+/// finish it; `progress` is told how many elements are done now and then.
+pub fn collect(
+    seeker: &Seeker<'_>,
+    from: u64,
+    to: u64,
+    col: &mut Collector<'_>,
+    mut progress: impl FnMut(u64),
+) -> Result<(), index::IndexError> {
+    let k = seeker.checkpoint_for(&SeekTarget::Element(from));
+    seeker.run_from(k, |n| {
+        if n.number < from {
+            return true;
+        }
+        if n.number >= to {
+            return false;
+        }
+        let stream = n.source.trace_id.unwrap_or(n.element.trace_id) as u32;
+        col.feed(Origin { stream, thread: None }, n.number, n.element);
+        if n.number % 65536 == 0 {
+            progress(n.number - from);
+        }
+        true
+    })?;
+    col.finish();
+    if let Some(b) = &mut col.branches {
+        b.finish();
+    }
+    Ok(())
+}
+
 /// Decode the capture (or its --from/--to part) and write the profile.
 pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, String> {
     let mut images = args.images.clone();
@@ -242,31 +273,14 @@ pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, String
         );
         b
     });
-    let k = seeker.checkpoint_for(&SeekTarget::Element(from));
-    seeker
-        .run_from(k, |n| {
-            if n.number < from {
-                return true;
-            }
-            if n.number >= to {
-                return false;
-            }
-            let stream = n.source.trace_id.unwrap_or(n.element.trace_id) as u32;
-            col.feed(Origin { stream, thread: None }, n.number, n.element);
-            if let Some(b) = &bar {
-                if n.number % 65536 == 0 {
-                    b.set_position(n.number - from);
-                }
-            }
-            true
-        })
-        .map_err(|e| e.to_string())?;
+    collect(&seeker, from, to, &mut col, |done| {
+        if let Some(b) = &bar {
+            b.set_position(done);
+        }
+    })
+    .map_err(|e| e.to_string())?;
     if let Some(b) = bar {
         b.finish_and_clear();
-    }
-    col.finish();
-    if let Some(b) = &mut col.branches {
-        b.finish();
     }
     let saturated = col.stats.saturated || col.tree.as_ref().is_some_and(|t| t.saturated);
     let text = match args.format {
