@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use super::autofdo::{AutofdoProfile, Binary, BinaryMap, TargetReader};
+use super::autofdo::{AutofdoProfile, Binary, BinaryMap, Mapping, TargetReader};
 use super::bolt::BoltProfile;
 use super::callstack::Origin;
 use super::folded::Weight;
@@ -38,7 +38,7 @@ pub enum Format {
 pub struct ProfileArgs {
     #[command(subcommand)]
     pub command: Option<ProfileCommand>,
-    /// The capture (an OpenCSD snapshot directory).
+    /// The capture (an OpenCSD snapshot directory or a perf.data file).
     #[arg(required = true)]
     pub capture: Option<PathBuf>,
     /// What to write.
@@ -47,8 +47,9 @@ pub struct ProfileArgs {
     /// Write to this file instead of standard output.
     #[arg(short, long)]
     pub output: Option<PathBuf>,
-    /// Directory with the traced binaries (repeatable); their ELF files are
-    /// added as images at their own addresses.
+    /// Directory with the traced binaries (repeatable): a perf.data finds
+    /// its binaries there by name and build ID; for a snapshot every ELF
+    /// file in it is added as an image at its own addresses.
     #[arg(long = "symdir", value_name = "DIR")]
     pub symdirs: Vec<PathBuf>,
     /// ELF file with code and symbols, at its own addresses or with its
@@ -150,9 +151,24 @@ fn elf_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The binaries of the capture's images, mapped where the symbols put them.
+/// The binaries of the capture: a perf.data's recorded mappings (with the
+/// recorded path and build ID, which AutoFDO names), else the images,
+/// mapped where the symbols put them.
 fn binaries(cap: &Capture) -> BinaryMap {
     let mut map = BinaryMap::default();
+    if let Some(perf) = &cap.perf {
+        for pb in &perf.binaries {
+            let Some(found) = &pb.found else { continue };
+            let Ok(bytes) = std::fs::read(found.path()) else { continue };
+            let Ok(mut b) = Binary::from_elf(&pb.filename, &bytes) else { continue };
+            if let Some(id) = pb.build_id {
+                b.build_id = Some(id.bytes().to_vec());
+            }
+            let i = map.add_binary(b);
+            map.add_mapping(Mapping { start: pb.addr, end: pb.addr.saturating_add(pb.len), pgoff: pb.pgoff, binary: i });
+        }
+        return map;
+    }
     let Some(sym) = &cap.symbols else { return map };
     for im in sym.images() {
         let Ok(bytes) = std::fs::read(im.path()) else { continue };
@@ -211,13 +227,24 @@ pub fn collect(
 /// Decode the capture (or its --from/--to part) and write the profile.
 pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, String> {
     let mut images = args.images.clone();
+    let perf = crate::capture::perf::is_perf_data(path);
     for d in &args.symdirs {
         if !d.is_dir() {
             return Err(format!("--symdir {}: not a directory", d.display()));
         }
-        images.extend(elf_files(d).into_iter().map(|p| p.display().to_string()));
+        // A perf.data capture finds its binaries there by name and build
+        // ID; a snapshot takes every ELF file in it as an image.
+        if !perf {
+            images.extend(elf_files(d).into_iter().map(|p| p.display().to_string()));
+        }
     }
-    let copts = CaptureOptions { images, source: args.source.clone(), dstream: args.dstream, ..CaptureOptions::default() };
+    let copts = CaptureOptions {
+        images,
+        source: args.source.clone(),
+        dstream: args.dstream,
+        symdirs: if perf { args.symdirs.clone() } else { Vec::new() },
+        ..CaptureOptions::default()
+    };
     let cap = Capture::open(path, &copts)?;
     for w in &cap.warnings {
         eprintln!("tracesight: warning: {w}");
