@@ -454,7 +454,7 @@ pub(super) fn build(
         out = parallel(&ctx, plan, part_len, pool.as_ref());
         ctx.marked = false;
     }
-    let out = out.unwrap_or_else(|| {
+    let mut out = out.unwrap_or_else(|| {
         progress.done.store(0, Ordering::Relaxed);
         progress.redone.store(0, Ordering::Relaxed);
         progress.parts.store(1, Ordering::Relaxed);
@@ -465,6 +465,7 @@ pub(super) fn build(
         let part = Part { cps, end, ahead: Vec::new(), ahead_end: None };
         merge(&ctx, plan, &[part], accepted.max(1)).expect("one part needs no shifting")
     });
+    format::hash_segments(&mut out.checkpoints, data);
     progress.done.store(accepted as u64, Ordering::Relaxed);
     progress.finished.store(true, Ordering::Relaxed);
     out

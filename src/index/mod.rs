@@ -45,11 +45,14 @@ pub struct IndexOptions {
     /// Bytes per part of a parallel build, rounded up to a multiple of the
     /// interval (0: chosen from the size and the threads).
     pub part: u64,
+    /// Check the whole trace against an existing index before using it
+    /// (reads all of it; seeks check only the segments they decode).
+    pub verify: bool,
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        IndexOptions { interval: 256 * 1024, threads: 0, part: 0 }
+        IndexOptions { interval: 256 * 1024, threads: 0, part: 0, verify: false }
     }
 }
 
@@ -60,6 +63,12 @@ pub enum IndexError {
     Write { path: PathBuf, error: String },
     /// A checkpoint's saved state could not be restored.
     BadState { checkpoint: usize, error: String },
+    /// The trace bytes a seek decodes are not those the index was built
+    /// from (changed in place, size and modification time kept): rebuild.
+    TraceChanged(String),
+    /// The decode ended before the elements the index promised (its totals
+    /// are wrong): rebuild.
+    Short { expected: u64, got: u64 },
 }
 
 impl std::fmt::Display for IndexError {
@@ -69,11 +78,24 @@ impl std::fmt::Display for IndexError {
             IndexError::BadState { checkpoint, error } => {
                 write!(f, "index checkpoint {checkpoint}: saved decode state is unusable: {error}")
             }
+            IndexError::TraceChanged(why) => write!(f, "the index no longer matches the trace: {why}"),
+            IndexError::Short { expected, got } => {
+                write!(f, "the index promised {expected} elements here but the decode gave {got}: the index is wrong")
+            }
         }
     }
 }
 
 impl std::error::Error for IndexError {}
+
+impl IndexError {
+    /// True when the index no longer describes the trace (changed bytes,
+    /// wrong totals) and a rebuild fixes it. A state that fails its own
+    /// checksum stays an error naming the checkpoint (`index --rebuild`).
+    pub fn needs_rebuild(&self) -> bool {
+        matches!(self, IndexError::TraceChanged(_) | IndexError::Short { .. })
+    }
+}
 
 /// What the trace file is, for validating an index against it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -229,7 +251,12 @@ pub fn open_or_build(
             if !p.exists() {
                 continue;
             }
-            match IndexFile::open(p, &ident, fp) {
+            match IndexFile::open(p, &ident, fp).and_then(|f| {
+                if iopts.verify {
+                    f.check_trace(data)?;
+                }
+                Ok(f)
+            }) {
                 Ok(f) => return Ok(Index { file: f, path: p.clone(), built: false, rejected }),
                 Err(why) => rejected.push(format!("{}: {why}; rebuilt", p.display())),
             }
@@ -250,9 +277,13 @@ pub fn open_or_build(
     Err(IndexError::Write { path, error })
 }
 
+/// Checks each range of trace bytes before it is decoded.
+type Check<'c> = &'c mut dyn FnMut(usize, usize) -> Result<(), IndexError>;
+
 /// Feed `data` from `pos` to a runner, numbering elements from `number`,
 /// until `on` returns false or the trace ends; returns how far it read.
-fn drive<F>(mut r: Runner<'_>, data: &[u8], mut pos: usize, mut number: u64, on: &mut F) -> usize
+/// `check` vets each block before it is fed.
+fn drive<F>(mut r: Runner<'_>, data: &[u8], mut pos: usize, mut number: u64, check: Check<'_>, on: &mut F) -> Result<usize, IndexError>
 where
     F: FnMut(u64, &Event<'_>) -> bool,
 {
@@ -270,6 +301,7 @@ where
     let mut stopped = false;
     while more.get() && pos < accepted {
         let end = (pos + block).min(accepted);
+        check(pos, end)?;
         if !r.feed(&data[pos..end], &mut handler) {
             stopped = true;
             break;
@@ -279,7 +311,7 @@ where
     if more.get() && !stopped && accepted == data.len() {
         r.finish(&mut handler);
     }
-    pos
+    Ok(pos)
 }
 
 /// Decode from the start without an index, numbering elements as a seek
@@ -289,7 +321,7 @@ where
     F: FnMut(u64, &Event<'_>) -> bool,
 {
     let opts = index_run_options(opts);
-    drive(Runner::new(plan, &opts), data, 0, 0, &mut on);
+    let _ = drive(Runner::new(plan, &opts), data, 0, 0, &mut |_, _| Ok(()), &mut on);
 }
 
 /// Where a seek goes.
@@ -398,11 +430,25 @@ impl<'p> Seeker<'p> {
         } else {
             Runner::resume(self.plan, &self.opts, state).map_err(|error| IndexError::BadState { checkpoint: k, error })?
         };
-        let pos = drive(r, self.data, cp.offset as usize, cp.elements_before, &mut on);
-        if let Some(f) = self.file {
-            f.release(cp.offset as usize, pos);
+        // Each segment's bytes are checked against the index before the
+        // first of them is decoded (only what this seek reads).
+        let mut next = k;
+        let mut checked_to = cp.offset as usize;
+        let index = self.index;
+        let data = self.data;
+        let mut check = |_: usize, end: usize| -> Result<(), IndexError> {
+            while checked_to < end && next < index.len() {
+                index.check_segment(next, data).map_err(IndexError::TraceChanged)?;
+                next += 1;
+                checked_to = if next < index.len() { index.checkpoint(next).offset as usize } else { data.len() };
+            }
+            Ok(())
+        };
+        let res = drive(r, self.data, cp.offset as usize, cp.elements_before, &mut check, &mut on);
+        if let (Some(f), Ok(pos)) = (self.file, &res) {
+            f.release(cp.offset as usize, *pos);
         }
-        Ok(())
+        res.map(|_| ())
     }
 
     /// The index the seeker reads.
@@ -464,6 +510,7 @@ impl<'p> Seeker<'p> {
             }
             out.len() < count
         })?;
+        self.delivered(start, count as u64, out.len() as u64)?;
         Ok(out)
     }
 
@@ -480,6 +527,18 @@ impl<'p> Seeker<'p> {
                 left -= 1;
             }
             left > 0
-        })
+        })?;
+        self.delivered(start, count, count - left)
+    }
+
+    /// A seek that gave fewer elements than the index's totals promise
+    /// means the totals are wrong (issue 15, finding 3): say so rather than
+    /// print nothing and succeed.
+    fn delivered(&self, start: u64, count: u64, got: u64) -> Result<(), IndexError> {
+        let expected = self.index.totals().elements.saturating_sub(start).min(count);
+        if got < expected {
+            return Err(IndexError::Short { expected, got });
+        }
+        Ok(())
     }
 }

@@ -375,7 +375,7 @@ impl ReturnStack {
     }
 }
 
-#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct ElemRes {
     commit: i64,
     cancel: i64,
@@ -560,11 +560,34 @@ impl Etm4Decoder {
     /// program image supplied again.
     pub fn load_state(cfg: &Etm4Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm4Decoder, String> {
         let mut d: Etm4Decoder = bincode::deserialize(state).map_err(|e| format!("decoder state: {e}"))?;
+        d.check()?;
         let fresh = Etm4Decoder::new(cfg, image, d.opts);
         d.cfg = fresh.cfg;
         d.image = fresh.image;
         d.idec = fresh.idec;
         Ok(d)
+    }
+
+    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
+    /// resolution counts are never negative and cannot exceed what the
+    /// element stack and the speculation depth allow (the architecture's
+    /// maximum depth is below 2^32, IHI 0064 TRCIDR8.MAXSPEC), and the return
+    /// stack's index and fill stay within its 16 entries.
+    fn check(&self) -> Result<(), String> {
+        let depth_max = u32::MAX as i64;
+        let stack = self.stack.len() as i64;
+        crate::protocol::check_state(
+            "ETMv4 decoder",
+            &[
+                ((0..=depth_max).contains(&self.max_spec), "maximum speculation depth"),
+                ((0..=stack).contains(&self.spec_depth), "speculation depth"),
+                ((0..=depth_max).contains(&self.res.commit), "commit count"),
+                ((0..=depth_max).contains(&self.res.cancel), "cancel count"),
+                (self.rs.head < self.rs.stack.len(), "return stack index"),
+                (self.rs.entries <= self.rs.stack.len() as i32, "return stack fill"),
+                (self.stack.iter().all(|p| p.atom_count <= 32), "atom count of a stacked element"),
+            ],
+        )
     }
 
     /// True after an error the decoder cannot recover from; OpenCSD stops the
@@ -1009,6 +1032,7 @@ impl Etm4Decoder {
             if !self.out.is_empty() {
                 self.send(sink);
             } else if self.res.any() {
+                let before = (self.res, self.stack.len());
                 let mut ok = true;
                 if self.res.commit != 0 {
                     ok = self.commit_elements(sink);
@@ -1025,6 +1049,13 @@ impl Etm4Decoder {
                         self.spec_drain(sink, SpecState::Discarded, at);
                         self.discard_elements();
                     }
+                }
+                // Every pass resolves something or sends something; one that
+                // does neither (a count no element can meet) would repeat
+                // forever, so it ends the resolution as an error does.
+                if ok && self.out.is_empty() && (self.res, self.stack.len()) == before {
+                    self.res = ElemRes::default();
+                    ok = false;
                 }
                 if !ok {
                     self.send(sink);
@@ -1840,5 +1871,52 @@ impl Etm4Decoder {
         self.need_ctxt = true;
         self.need_addr = true;
         self.elem_pending_addr = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoder() -> Etm4Decoder {
+        let regs = [("TRCCONFIGR", 0x1u64), ("TRCTRACEIDR", 0x2), ("TRCIDR0", 0x28000ea1), ("TRCIDR1", 0x4100f402), ("TRCIDR2", 0x488), ("TRCIDR8", 0)];
+        let cfg = Etm4Config::from_registers(|n| regs.iter().find(|(k, _)| *k == n).map(|(_, v)| *v), false, None).unwrap();
+        Etm4Decoder::new(&cfg, Arc::new(MemoryImage::default()), DecoderOptions::default())
+    }
+
+    /// Issue 15, finding 2: a resolution count that no element can meet (here
+    /// a negative commit, which a checked load refuses but the loop must
+    /// survive all the same) once made `resolve` spin forever.
+    #[test]
+    fn resolve_ends_whatever_counts_it_starts_from() {
+        for res in [
+            ElemRes { commit: -1, cancel: 0, mispredict: false, discard: false },
+            ElemRes { commit: -5, cancel: 3, mispredict: false, discard: false },
+            ElemRes { commit: 0, cancel: -2, mispredict: false, discard: false },
+        ] {
+            let mut d = decoder();
+            d.state = State::Resolve;
+            d.res = res;
+            let mut n = 0;
+            d.resolve(&mut |_| n += 1);
+            assert!(!d.res.any(), "{res:?} left unresolved");
+        }
+    }
+
+    /// A saved state with an out-of-range field is refused on load, naming it.
+    #[test]
+    fn load_refuses_out_of_range_fields() {
+        let d = decoder();
+        let cfg = d.cfg.clone();
+        let good = d.save_state();
+        assert!(Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &good).is_ok());
+        let mut bad = decoder();
+        bad.res.commit = -1;
+        let err = Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &bad.save_state()).err().unwrap();
+        assert!(err.contains("commit count"), "{err}");
+        let mut bad = decoder();
+        bad.rs.head = 16;
+        let err = Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &bad.save_state()).err().unwrap();
+        assert!(err.contains("return stack index"), "{err}");
     }
 }
