@@ -142,7 +142,9 @@ struct DecodeArgs {
     #[arg(long, conflicts_with = "packets")]
     speculation: bool,
     /// Stop decoding an instruction range after this many instructions and
-    /// report an error (also OPENCSD_INSTR_RANGE_LIMIT); 0 = no limit.
+    /// report an error (also OPENCSD_INSTR_RANGE_LIMIT); 0 = the default of
+    /// 16777216 (2^24), which bounds the cost of a range over code that never
+    /// branches.
     #[arg(long, default_value_t = 0)]
     instr_range_limit: u32,
     /// Only this trace ID, in hex (repeatable). For an unformatted buffer the

@@ -182,13 +182,23 @@ pub enum DecoderOutput<'a> {
 
 /// Decoder options that change its output (trc_pkt_lister flags and
 /// environment settings of the same names).
+/// The longest instruction range walked when no limit is given: 2^24
+/// instructions (64 MiB of A64 code without a branch), far beyond real code,
+/// so that a range over an image that never branches (zero-filled memory, a
+/// wrong image) costs bounded time and its count cannot wrap. Past it the
+/// range ends with OpenCSD's range-limit error (OCSD_ERR_I_RANGE_LIMIT_OVERRUN)
+/// and the decoder resynchronises. trc_pkt_lister has no default limit; no
+/// real capture reaches this one.
+pub const DEFAULT_INSTR_RANGE_LIMIT: u32 = 1 << 24;
+
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct DecoderOptions {
     /// Split source-address ranges on N atoms (`-src_addr_n`).
     pub src_addr_n: bool,
     /// Treat A64 opcodes with the top 16 bits clear as invalid (`-aa64_opcode_chk`).
     pub aa64_opcode_check: bool,
-    /// Stop a range after this many instructions (OPENCSD_INSTR_RANGE_LIMIT); 0 = no limit.
+    /// Stop a range after this many instructions (OPENCSD_INSTR_RANGE_LIMIT);
+    /// 0 = [`DEFAULT_INSTR_RANGE_LIMIT`].
     pub instr_range_limit: u32,
     /// Report the speculation view ([`DecoderOutput::Spec`]).
     pub speculation: bool,
@@ -1370,6 +1380,7 @@ impl Etm4Decoder {
         // image, so it is cached; T32 walks also depend on the IT state, and a
         // range limit needs the step-by-step walk.
         let cacheable = to.is_none() && self.walk.isa != Isa::T32 && self.opts.instr_range_limit == 0;
+        // (Cached walks were made under the default limit, so they meet it.)
         if !cacheable {
             return self.walk_to_waypoint(to);
         }
@@ -1401,6 +1412,11 @@ impl Etm4Decoder {
 
     fn walk_to_waypoint(&mut self, to: Option<u64>) -> Result<(Range, WpRes), DecodeError> {
         let mut r = Range { start: self.walk.addr, end: self.walk.addr, count: 0 };
+        // Below u32::MAX so that the count cannot wrap before the check.
+        let limit = match self.opts.instr_range_limit {
+            0 => DEFAULT_INSTR_RANGE_LIMIT,
+            n => n.min(u32::MAX - 1),
+        };
         loop {
             let addr = self.walk.addr;
             let Some(info) = self.decode_at(addr)? else {
@@ -1410,7 +1426,7 @@ impl Etm4Decoder {
             self.walk.last = info;
             self.walk.addr = addr.wrapping_add(info.size as u64);
             r.count += 1;
-            if self.opts.instr_range_limit > 0 && r.count > self.opts.instr_range_limit {
+            if r.count > limit {
                 return Err(DecodeError::RangeLimitOverrun);
             }
             let found = match to {
@@ -1901,6 +1917,33 @@ mod tests {
             d.resolve(&mut |_| n += 1);
             assert!(!d.res.any(), "{res:?} left unresolved");
         }
+    }
+
+    /// Issue 15, finding 9: a range over an image that never branches was
+    /// walked to its end whatever its length (37 s for a 124-byte trace) and
+    /// its count wrapped at 2^32. With no limit given, the walk now stops at
+    /// the default limit with the range-limit error.
+    #[test]
+    fn a_range_that_never_branches_stops_at_the_default_limit() {
+        let mut image = MemoryImage::new();
+        let nops = DEFAULT_INSTR_RANGE_LIMIT as usize + 16;
+        image.add_bytes(0x1000, 0xd503_201fu32.to_le_bytes().repeat(nops), crate::element::MemSpace::ANY);
+        let mut d = decoder();
+        d.image = Arc::new(image);
+        d.is_64bit = true;
+        d.walk.addr = 0x1000;
+        d.walk.isa = Isa::A64;
+        match d.trace_to_waypoint(None) {
+            Err(DecodeError::RangeLimitOverrun) => {}
+            other => panic!("expected the range limit, got {other:?}"),
+        }
+        // An explicit limit still applies, and a walk within it succeeds.
+        d.opts.instr_range_limit = 8;
+        d.walk.addr = 0x1000;
+        assert!(matches!(d.trace_to_waypoint(None), Err(DecodeError::RangeLimitOverrun)));
+        d.walk.addr = 0x1000 + (nops as u64 - 4) * 4;
+        let (r, res) = d.trace_to_waypoint(None).unwrap();
+        assert_eq!((r.count, res), (4, WpRes::Nacc));
     }
 
     /// A saved state with an out-of-range field is refused on load, naming it.
