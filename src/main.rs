@@ -156,7 +156,9 @@ struct DecodeArgs {
     #[arg(long, conflicts_with = "packets")]
     speculation: bool,
     /// Stop decoding an instruction range after this many instructions and
-    /// report an error (also OPENCSD_INSTR_RANGE_LIMIT); 0 = no limit.
+    /// report an error (also OPENCSD_INSTR_RANGE_LIMIT); 0 = the default of
+    /// 16777216 (2^24), which bounds the cost of a range over code that never
+    /// branches.
     #[arg(long, default_value_t = 0)]
     instr_range_limit: u32,
     /// Only this trace ID, in hex (repeatable). For an unformatted buffer the
@@ -845,32 +847,53 @@ fn seek_decode(
     out: &mut Output,
 ) -> Result<ExitCode, String> {
     let target = parse_seek(pos, images)?;
-    let idx = open_index(plan, file, &[Fragment::whole(file.len())], opts, &index::IndexOptions::default(), false)?;
+    let mut idx = open_index(plan, file, &[Fragment::whole(file.len())], opts, &index::IndexOptions::default(), false)?;
     for r in &idx.rejected {
         eprintln!("tracesight: index {r}");
     }
-    let seeker = index::Seeker::over_file(plan, file, opts, &idx.file);
-    let Some(start) = seeker.find(&target).map_err(|e| e.to_string())? else {
-        eprintln!("tracesight: --seek {pos}: no element there (the trace has {} elements)", idx.file.totals().elements);
-        return Ok(ExitCode::from(1));
-    };
     let mut io_err = None;
-    seeker
-        .each(start, count, |n| {
-            if io_err.is_some() {
-                return;
+    // Elements already written: when the index turns out wrong for the
+    // trace part way (a changed segment, wrong totals), it is rebuilt once
+    // and the seek goes on after them. What was written came from segments
+    // that checked out, which the rebuilt index numbers the same way.
+    let mut written = 0u64;
+    let mut rebuilt = false;
+    loop {
+        let seeker = index::Seeker::over_file(plan, file, opts, &idx.file);
+        let res = seeker.find(&target).and_then(|start| {
+            let Some(start) = start else { return Ok(None) };
+            seeker
+                .each(start + written, count - written, |n| {
+                    if io_err.is_some() {
+                        return;
+                    }
+                    written += 1;
+                    if opencsd {
+                        element::write_opencsd_line(&mut out.buf, n.element);
+                    } else {
+                        jsonl::write_element(&mut out.buf, Some(n.number), n.element, cursor.as_deref_mut());
+                        out.buf.push('\n');
+                    }
+                    if let Err(e) = out.maybe_flush() {
+                        io_err = Some(e);
+                    }
+                })
+                .map(|()| Some(start))
+        });
+        match res {
+            Err(e) if e.needs_rebuild() && !rebuilt && io_err.is_none() => {
+                eprintln!("tracesight: index {}: {e}; rebuilt", idx.path.display());
+                idx = open_index(plan, file, opts, &index::IndexOptions::default(), true)?;
+                rebuilt = true;
             }
-            if opencsd {
-                element::write_opencsd_line(&mut out.buf, n.element);
-            } else {
-                jsonl::write_element(&mut out.buf, Some(n.number), n.element, cursor.as_deref_mut());
-                out.buf.push('\n');
+            Err(e) => return Err(e.to_string()),
+            Ok(None) if written == 0 => {
+                eprintln!("tracesight: --seek {pos}: no element there (the trace has {} elements)", idx.file.totals().elements);
+                return Ok(ExitCode::from(1));
             }
-            if let Err(e) = out.maybe_flush() {
-                io_err = Some(e);
-            }
-        })
-        .map_err(|e| e.to_string())?;
+            Ok(_) => break,
+        }
+    }
     match io_err {
         Some(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Some(e) => Err(format!("writing output: {e}")),
@@ -906,7 +929,9 @@ fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
         },
         ..RunOptions::default()
     };
-    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024, ..Default::default() };
+    // `index` reads the whole trace to check it against an existing index:
+    // the only command that does (seeks check what they decode).
+    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024, verify: true, ..Default::default() };
     let t0 = std::time::Instant::now();
     let idx = open_index(&plan, &file, &[Fragment::whole(file.len())], &opts, &iopts, args.rebuild)?;
     let took = t0.elapsed();

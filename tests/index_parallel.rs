@@ -22,7 +22,7 @@ fn plan_of(dir: &Path) -> Option<BufferPlan> {
 
 fn build(plan: &BufferPlan, data: &[u8], threads: usize, interval: u64, part: u64) -> (format::IndexData, BuildProgress) {
     let p = BuildProgress::new();
-    let iopts = IndexOptions { interval, threads, part };
+    let iopts = IndexOptions { interval, threads, part, ..IndexOptions::default() };
     let d = index::build(plan, data, &RunOptions::default(), &iopts, &p, None);
     assert!(p.finished() && p.done() == p.total());
     (d, p)

@@ -97,7 +97,10 @@ impl MemoryImage {
     /// Map `len` bytes (all of the file from `offset` when `None`) of `path` at
     /// `start`. Fails with a message naming the file when the file cannot be
     /// mapped, the range is empty, or it overlaps a region of the same memory
-    /// space (OpenCSD refuses overlapping accessors too).
+    /// space (OpenCSD refuses overlapping accessors too), or it would reach
+    /// past the top of the 64-bit address space. A file shorter than the
+    /// stated length is mapped for what it has, with the returned note saying
+    /// so.
     pub fn add_file(
         &mut self,
         path: &Path,
@@ -105,22 +108,36 @@ impl MemoryImage {
         len: Option<u64>,
         offset: u64,
         space: MemSpace,
-    ) -> Result<(), String> {
+    ) -> Result<Option<String>, String> {
         let file = TraceFile::open_for(path, "a memory image").map_err(|e| e.to_string())?;
         let flen = file.len() as u64;
         if offset >= flen {
             return Err(format!("{}: offset 0x{offset:x} is past the end of the file ({flen} bytes)", path.display()));
         }
+        let mut note = None;
+        if let Some(l) = len.filter(|&l| l > flen - offset) {
+            note = Some(format!(
+                "{}: {} bytes from offset 0x{offset:x}, fewer than the stated length {l}; mapped the {} bytes there are",
+                path.display(),
+                flen - offset,
+                flen - offset
+            ));
+        }
         let len = len.unwrap_or(flen - offset).min(flen - offset);
         if len == 0 {
             return Err(format!("{}: empty memory range", path.display()));
         }
-        let last = start.saturating_add(len - 1);
+        let Some(last) = start.checked_add(len - 1) else {
+            return Err(format!(
+                "{}: {len} bytes at 0x{start:x} reach past the top of the address space (0xffffffffffffffff)",
+                path.display()
+            ));
+        };
         // Several cores of one snapshot often name the same dump: map it once.
         if self.regions.iter().any(|r| {
             r.start == start && r.len == len && r.offset == offset as usize && r.space == space && r.path == path
         }) {
-            return Ok(());
+            return Ok(note);
         }
         if let Some(r) = self
             .regions
@@ -132,7 +149,7 @@ impl MemoryImage {
             let new = file.bytes().get(offset as usize..(offset + len) as usize);
             let old = r.file.bytes().get(r.offset + (start.wrapping_sub(r.start)) as usize..).and_then(|b| b.get(..len as usize));
             if r.start <= start && last <= r.start + (r.len - 1) && new.is_some() && new == old {
-                return Ok(());
+                return Ok(note);
             }
             return Err(format!(
                 "{}: range 0x{start:x}-0x{last:x} overlaps {} mapped at 0x{:x}-0x{:x}",
@@ -150,7 +167,7 @@ impl MemoryImage {
             offset: offset as usize,
             path: path.to_path_buf(),
         });
-        Ok(())
+        Ok(note)
     }
 
     /// Map `bytes` at `start` (code built in memory: tests, synthesized images).
@@ -187,8 +204,10 @@ impl MemoryImage {
                 }
             };
             let path = dir.join(&d.file);
-            if let Err(e) = self.add_file(&path, d.address, d.length, d.offset.unwrap_or(0), space) {
-                errors.push(e);
+            match self.add_file(&path, d.address, d.length, d.offset.unwrap_or(0), space) {
+                Ok(None) => {}
+                Ok(Some(note)) => errors.push(note),
+                Err(e) => errors.push(e),
             }
         }
         errors

@@ -713,7 +713,9 @@ pub(super) fn build_fragments(
     release: Option<Release<'_>>,
 ) -> IndexData {
     if let [frag] = fragments {
-        return build(plan, data, *frag, opts, iopts, progress, release);
+        let mut out = build(plan, data, *frag, opts, iopts, progress, release);
+        format::hash_segments(&mut out.checkpoints, data);
+        return out;
     }
     let total: u64 = fragments.iter().map(|f| f.len() as u64).sum();
     progress.total.store(total, Ordering::Relaxed);
@@ -742,7 +744,10 @@ pub(super) fn build_fragments(
     } else {
         fragments.iter().map(|f| one(PlanCopy::of(plan), f, iopts)).collect()
     };
-    let out = concatenate(fragments, built);
+    let mut out = concatenate(fragments, built);
+    // Over the whole capture: a segment runs to the next checkpoint, which
+    // may lie in the next fragment.
+    format::hash_segments(&mut out.checkpoints, data);
     progress.done.store(total, Ordering::Relaxed);
     progress.finished.store(true, Ordering::Relaxed);
     out

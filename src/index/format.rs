@@ -5,16 +5,26 @@
 //!            magic "TSIGHTIX", version, fingerprint, trace size,
 //!            trace mtime (ns), trace ends hash, checkpoint count,
 //!            id summary count, totals (packets, elements, instructions),
-//!            stop text length, state area length, records hash
+//!            stop text length, state area length, trace hash, reserved,
+//!            records hash
 //! checkpoints  count x CHECKPOINT_WORDS x u64   (see Checkpoint)
 //! id summaries count x ID_WORDS x u64           (see IdSummary)
 //! stop text    UTF-8, padded to 8 bytes
 //! state area   the saved decode states, each hashed in its checkpoint
 //! ```
 //!
-//! Everything before the state area is hashed into the header, so a torn or
-//! edited file is rejected at open without reading the (large) state area;
-//! each state is checked against its own hash when a seek uses it.
+//! The records hash covers every header word before it and everything up to
+//! the state area, so a torn or edited file is rejected at open without
+//! reading the (large) state area; each state is checked against its own hash
+//! when a seek uses it. Since the file may also have been edited with its
+//! hashes recomputed, every count and length is checked against the file's
+//! size before use and the totals against the records.
+//!
+//! The trace itself is covered too: each checkpoint holds a hash of the trace
+//! bytes of its segment, checked when a seek decodes that segment, and the
+//! trace hash (a hash of those, in order) stands for the whole file. A trace
+//! changed in place with its size and modification time kept is so caught
+//! where it matters without reading all of it on every open.
 
 use std::fs;
 use std::io::Write;
@@ -27,13 +37,17 @@ use crate::session::Counts;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TSIGHTIX");
 /// Bumped whenever the layout or the saved decode state changes.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 /// "No value" in optional fields.
 pub const NONE: u64 = u64::MAX;
 
-const HEADER_WORDS: usize = 14;
-const CHECKPOINT_WORDS: usize = 18;
+const HEADER_WORDS: usize = 16;
+const CHECKPOINT_WORDS: usize = 19;
 const ID_WORDS: usize = 9;
+/// One summary per trace ID, and one for an unformatted buffer.
+const MAX_IDS: u64 = 129;
+/// The stop text is one error message.
+const MAX_STOP: u64 = 64 * 1024;
 
 /// FNV-1a, 64-bit: small, dependency-free, good enough to tell files apart.
 pub struct Fnv(u64);
@@ -86,6 +100,41 @@ pub struct Checkpoint {
     pub(super) state_offset: u64,
     pub(super) state_len: u64,
     pub(super) state_hash: u64,
+    /// [`segment_hash`] of the trace bytes from this checkpoint to the next.
+    pub(super) segment_hash: u64,
+}
+
+/// The hash a checkpoint keeps of the trace bytes of its segment.
+pub fn segment_hash(bytes: &[u8]) -> u64 {
+    let mut h = Fnv::new();
+    h.write(&(bytes.len() as u64).to_le_bytes());
+    h.write(bytes);
+    h.finish()
+}
+
+/// The hash of the whole trace, from its segments' hashes in order.
+fn trace_hash(checkpoints: &[Checkpoint]) -> u64 {
+    let mut h = Fnv::new();
+    for c in checkpoints {
+        h.write(&c.segment_hash.to_le_bytes());
+    }
+    h.finish()
+}
+
+/// Where checkpoint `i`'s segment of a trace of `size` bytes ends.
+fn segment_end(checkpoints: &[Checkpoint], i: usize, size: u64) -> u64 {
+    checkpoints.get(i + 1).map_or(size, |c| c.offset)
+}
+
+/// Hash the segments of `data` into the checkpoints (on all cores: this
+/// reads the whole trace).
+pub(super) fn hash_segments(checkpoints: &mut [Checkpoint], data: &[u8]) {
+    use rayon::prelude::*;
+    let ends: Vec<u64> = (0..checkpoints.len()).map(|i| segment_end(checkpoints, i, data.len() as u64)).collect();
+    checkpoints.par_iter_mut().zip(ends).for_each(|(c, end)| {
+        let (a, b) = (c.offset.min(end) as usize, (end as usize).min(data.len()));
+        c.segment_hash = segment_hash(&data[a.min(b)..b]);
+    });
 }
 
 impl Checkpoint {
@@ -141,6 +190,7 @@ impl Checkpoint {
             self.state_offset,
             self.state_len,
             self.state_hash,
+            self.segment_hash,
         ]
     }
 
@@ -164,6 +214,7 @@ impl Checkpoint {
             state_offset: w[15],
             state_len: w[16],
             state_hash: w[17],
+            segment_hash: w[18],
         }
     }
 }
@@ -264,8 +315,6 @@ pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: 
     while body.len() % 8 != 0 {
         body.push(0);
     }
-    let mut h = Fnv::new();
-    h.write(&body);
     let mut head = Vec::with_capacity(HEADER_WORDS * 8);
     push_words(
         &mut head,
@@ -283,9 +332,14 @@ pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: 
             data.totals.instructions,
             stop.len() as u64,
             state_off,
-            h.finish(),
+            trace_hash(&data.checkpoints),
+            0,
         ],
     );
+    let mut h = Fnv::new();
+    h.write(&head);
+    h.write(&body);
+    push_words(&mut head, &[h.finish()]);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
     let res = (|| -> std::io::Result<()> {
@@ -307,6 +361,7 @@ pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: 
 /// An index file, memory-mapped and validated.
 pub struct IndexFile {
     map: Mmap,
+    trace_hash: u64,
     count: usize,
     ids: usize,
     totals: Counts,
@@ -341,49 +396,110 @@ impl IndexFile {
         if (h(3), h(4), h(5)) != (ident.size, ident.mtime_ns, ident.ends_hash) {
             return Err("the trace file changed since the index was built".into());
         }
-        let count = h(6) as usize;
-        let ids = h(7) as usize;
-        let stop_len = h(11) as usize;
-        let states_len = h(12);
-        let body_len = count
-            .checked_mul(CHECKPOINT_WORDS * 8)
-            .and_then(|a| a.checked_add(ids.checked_mul(ID_WORDS * 8)?))
+        // Every count and length is checked against the file's size, in
+        // 64-bit arithmetic, before anything is sliced with it.
+        let (count, ids, stop_len, states_len) = (h(6), h(7), h(11), h(12));
+        if count == 0 || ids > MAX_IDS || stop_len > MAX_STOP {
+            return Err(format!("header counts out of range ({count} checkpoints, {ids} trace IDs, {stop_len}-byte stop text)"));
+        }
+        let file_len = map.len() as u64;
+        let states_at = count
+            .checked_mul(CHECKPOINT_WORDS as u64 * 8)
+            .and_then(|a| a.checked_add(ids * ID_WORDS as u64 * 8))
             .and_then(|a| a.checked_add(stop_len.div_ceil(8) * 8))
-            .ok_or("impossible record counts")?;
-        let states_at = HEADER_WORDS * 8 + body_len;
-        if count == 0 || (map.len() as u64) != states_at as u64 + states_len {
+            .and_then(|a| a.checked_add(HEADER_WORDS as u64 * 8))
+            .filter(|&a| a <= file_len)
+            .ok_or_else(|| format!("{file_len} bytes cannot hold {count} checkpoints (truncated or corrupt)"))?;
+        if states_at.checked_add(states_len) != Some(file_len) {
             return Err(format!(
-                "{} bytes, expected {} (truncated or extended)",
-                map.len(),
-                states_at as u64 + states_len
+                "{file_len} bytes, expected {} (truncated or extended)",
+                states_at.saturating_add(states_len)
             ));
         }
+        let states_at = states_at as usize;
         let mut hash = Fnv::new();
+        hash.write(&map[..(HEADER_WORDS - 1) * 8]);
         hash.write(&map[HEADER_WORDS * 8..states_at]);
-        if hash.finish() != h(13) {
-            return Err("records do not match their checksum (corrupt)".into());
+        if hash.finish() != h(HEADER_WORDS - 1) {
+            return Err("header or records do not match their checksum (corrupt)".into());
         }
         let file = IndexFile {
             totals: Counts { packets: h(8), elements: h(9), instructions: h(10) },
+            trace_hash: h(13),
             map,
-            count,
-            ids,
-            stop_len,
+            count: count as usize,
+            ids: ids as usize,
+            stop_len: stop_len as usize,
             states_at,
         };
-        // Records must be ordered and their states inside the file.
-        let mut prev = None;
-        for i in 0..count {
-            let c = file.checkpoint(i);
-            if prev.is_some_and(|p: Checkpoint| p.offset >= c.offset || p.elements_before > c.elements_before)
-                || c.state_offset.checked_add(c.state_len).is_none_or(|e| e > states_len)
+        file.check_records(ident, states_len)?;
+        Ok(file)
+    }
+
+    /// The records must agree with each other and with the header, whatever
+    /// the checksum says (it can be recomputed by whoever edits the file).
+    fn check_records(&self, ident: &TraceIdentity, states_len: u64) -> Result<(), String> {
+        let cps: Vec<Checkpoint> = (0..self.count).map(|i| self.checkpoint(i)).collect();
+        if cps[0].offset != 0 || cps[0].elements_before != 0 {
+            return Err("checkpoint 0 is not at the start of the trace".into());
+        }
+        for (i, c) in cps.iter().enumerate() {
+            let p = i.checked_sub(1).map(|k| cps[k]);
+            if p.is_some_and(|p| {
+                p.offset >= c.offset
+                    || p.elements_before > c.elements_before
+                    || p.instructions_before > c.instructions_before
+                    || p.packets_before > c.packets_before
+            }) || c.state_offset.checked_add(c.state_len).map_or(true, |e| e > states_len)
                 || c.offset > ident.size
             {
                 return Err(format!("checkpoint {i} is inconsistent"));
             }
-            prev = Some(c);
         }
-        Ok(file)
+        if trace_hash(&cps) != self.trace_hash {
+            return Err("segment hashes do not match the trace hash (corrupt)".into());
+        }
+        let t = self.totals;
+        let last = cps[cps.len() - 1];
+        let by_id: u64 = self.id_summaries().iter().fold(0u64, |a, s| a.saturating_add(s.elements));
+        if t.elements < last.elements_before
+            || t.instructions < last.instructions_before
+            || t.packets < last.packets_before
+            || by_id != t.elements
+        {
+            return Err(format!(
+                "totals ({} elements, {} by trace ID) disagree with the checkpoints (corrupt)",
+                t.elements, by_id
+            ));
+        }
+        if std::str::from_utf8(self.stop_bytes()).is_err() {
+            return Err("stop text is not UTF-8 (corrupt)".into());
+        }
+        Ok(())
+    }
+
+    /// Check the trace bytes of checkpoint `i`'s segment against its hash.
+    pub fn check_segment(&self, i: usize, data: &[u8]) -> Result<(), String> {
+        let c = self.checkpoint(i);
+        let end = if i + 1 < self.count { self.checkpoint(i + 1).offset } else { data.len() as u64 };
+        let (a, b) = (c.offset as usize, (end as usize).min(data.len()));
+        if a > b || segment_hash(&data[a..b]) != c.segment_hash {
+            return Err(format!(
+                "trace bytes {a}..{end} (segment of checkpoint {i}) changed since the index was built"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Check the whole trace against the index (every segment, on all
+    /// cores); the error names the first changed segment.
+    pub fn check_trace(&self, data: &[u8]) -> Result<(), String> {
+        use rayon::prelude::*;
+        let bad = (0..self.count).into_par_iter().find_first(|&i| self.check_segment(i, data).is_err());
+        match bad {
+            Some(i) => self.check_segment(i, data),
+            None => Ok(()),
+        }
     }
 
     /// Number of checkpoints (at least 1).
@@ -419,9 +535,13 @@ impl IndexFile {
 
     /// Why the indexed decode stopped before the end, if it did.
     pub fn stop(&self) -> Option<&str> {
-        let at = (HEADER_WORDS + self.count * CHECKPOINT_WORDS + self.ids * ID_WORDS) * 8;
-        let s = std::str::from_utf8(&self.map[at..at + self.stop_len]).unwrap_or("(unreadable)");
+        let s = std::str::from_utf8(self.stop_bytes()).unwrap_or("(unreadable)");
         (!s.is_empty()).then_some(s)
+    }
+
+    fn stop_bytes(&self) -> &[u8] {
+        let at = (HEADER_WORDS + self.count * CHECKPOINT_WORDS + self.ids * ID_WORDS) * 8;
+        &self.map[at..at + self.stop_len]
     }
 
     /// The saved state of checkpoint `i`, checked against its hash.

@@ -45,11 +45,14 @@ pub struct IndexOptions {
     /// Bytes per part of a parallel build, rounded up to a multiple of the
     /// interval (0: chosen from the size and the threads).
     pub part: u64,
+    /// Check the whole trace against an existing index before using it
+    /// (reads all of it; seeks check only the segments they decode).
+    pub verify: bool,
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        IndexOptions { interval: 256 * 1024, threads: 0, part: 0 }
+        IndexOptions { interval: 256 * 1024, threads: 0, part: 0, verify: false }
     }
 }
 
@@ -60,6 +63,12 @@ pub enum IndexError {
     Write { path: PathBuf, error: String },
     /// A checkpoint's saved state could not be restored.
     BadState { checkpoint: usize, error: String },
+    /// The trace bytes a seek decodes are not those the index was built
+    /// from (changed in place, size and modification time kept): rebuild.
+    TraceChanged(String),
+    /// The decode ended before the elements the index promised (its totals
+    /// are wrong): rebuild.
+    Short { expected: u64, got: u64 },
 }
 
 impl std::fmt::Display for IndexError {
@@ -69,11 +78,24 @@ impl std::fmt::Display for IndexError {
             IndexError::BadState { checkpoint, error } => {
                 write!(f, "index checkpoint {checkpoint}: saved decode state is unusable: {error}")
             }
+            IndexError::TraceChanged(why) => write!(f, "the index no longer matches the trace: {why}"),
+            IndexError::Short { expected, got } => {
+                write!(f, "the index promised {expected} elements here but the decode gave {got}: the index is wrong")
+            }
         }
     }
 }
 
 impl std::error::Error for IndexError {}
+
+impl IndexError {
+    /// True when the index no longer describes the trace (changed bytes,
+    /// wrong totals) and a rebuild fixes it. A state that fails its own
+    /// checksum stays an error naming the checkpoint (`index --rebuild`).
+    pub fn needs_rebuild(&self) -> bool {
+        matches!(self, IndexError::TraceChanged(_) | IndexError::Short { .. })
+    }
+}
 
 /// What the trace file is, for validating an index against it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -205,7 +227,7 @@ pub fn build(
     progress: &BuildProgress,
     release: Option<Release<'_>>,
 ) -> format::IndexData {
-    build::build(plan, data, Fragment::whole(data.len()), &index_run_options(opts), iopts, progress, release)
+    build::build_fragments(plan, data, &[Fragment::whole(data.len())], &index_run_options(opts), iopts, progress, release)
 }
 
 /// [`build`] for a capture cut into fragments, each decoded from fresh
@@ -271,7 +293,12 @@ pub fn open_or_build_fragments(
             if !p.exists() {
                 continue;
             }
-            match IndexFile::open(p, &ident, fp) {
+            match IndexFile::open(p, &ident, fp).and_then(|f| {
+                if iopts.verify {
+                    f.check_trace(data)?;
+                }
+                Ok(f)
+            }) {
                 Ok(f) => return Ok(Index { file: f, path: p.clone(), built: false, rejected }),
                 Err(why) => rejected.push(format!("{}: {why}; rebuilt", p.display())),
             }
@@ -292,14 +319,26 @@ pub fn open_or_build_fragments(
     Err(IndexError::Write { path, error })
 }
 
+/// Checks each range of trace bytes before it is decoded.
+type Check<'c> = &'c mut dyn FnMut(usize, usize) -> Result<(), IndexError>;
+
 /// Feed the fragment `frag` of `data` from `pos` to a runner, numbering
 /// elements from `number`, until `on` returns false or the fragment ends;
 /// returns how far it read, whether `on` wants more and the next number.
-fn drive<F>(mut r: Runner<'_>, data: &[u8], frag: &Fragment, mut pos: usize, mut number: u64, on: &mut F) -> (usize, bool, u64)
+/// `check` vets each block before it is fed.
+fn drive<F>(
+    mut r: Runner<'_>,
+    data: &[u8],
+    frag: &Fragment,
+    mut pos: usize,
+    mut number: u64,
+    check: Check<'_>,
+    on: &mut F,
+) -> Result<(usize, bool, u64), IndexError>
 where
     F: FnMut(u64, &Event<'_>) -> bool,
 {
-    let Some(bytes) = frag.bytes(data) else { return (pos, true, number) };
+    let Some(bytes) = frag.bytes(data) else { return Ok((pos, true, number)) };
     let accepted = frag.start as usize + accepted_len(&r, bytes);
     let end = frag.end as usize;
     let more = std::cell::Cell::new(true);
@@ -315,6 +354,7 @@ where
     let mut stopped = false;
     while more.get() && pos < accepted {
         let end = (pos + block).min(accepted);
+        check(pos, end)?;
         if !r.feed(&data[pos..end], &mut handler) {
             stopped = true;
             break;
@@ -324,12 +364,13 @@ where
     if more.get() && !stopped && accepted == end {
         r.finish(&mut handler);
     }
-    (pos, more.get(), number)
+    Ok((pos, more.get(), number))
 }
 
 /// Decode the fragments from `first` on, from `r` (set up at `pos` in
 /// fragment `first`) and then fresh decoders for each next fragment;
-/// returns the byte ranges read.
+/// returns the byte ranges read, or the first failed check.
+#[allow(clippy::too_many_arguments)]
 fn drive_on<'p, F>(
     plan: &'p BufferPlan,
     opts: &RunOptions,
@@ -339,14 +380,15 @@ fn drive_on<'p, F>(
     r: Runner<'p>,
     pos: usize,
     number: u64,
+    check: Check<'_>,
     on: &mut F,
-) -> Vec<(usize, usize)>
+) -> Result<Vec<(usize, usize)>, IndexError>
 where
     F: FnMut(u64, &Event<'_>) -> bool,
 {
     let mut read = Vec::new();
-    let Some(frag) = fragments.get(first) else { return read };
-    let (end, mut more, mut number) = drive(r, data, frag, pos, number, on);
+    let Some(frag) = fragments.get(first) else { return Ok(read) };
+    let (end, mut more, mut number) = drive(r, data, frag, pos, number, check, on)?;
     read.push((pos, end));
     for frag in &fragments[first + 1..] {
         if !more {
@@ -354,11 +396,11 @@ where
         }
         let r = Runner::for_fragment(plan, opts, frag);
         let start = frag.start as usize;
-        let (end, m, n) = drive(r, data, frag, start, number, on);
+        let (end, m, n) = drive(r, data, frag, start, number, check, on)?;
         read.push((start, end));
         (more, number) = (m, n);
     }
-    read
+    Ok(read)
 }
 
 /// Decode from the start without an index, numbering elements as a seek
@@ -378,7 +420,7 @@ where
     let opts = index_run_options(opts);
     let Some(first) = fragments.first() else { return };
     let r = Runner::for_fragment(plan, &opts, first);
-    drive_on(plan, &opts, data, fragments, 0, r, first.start as usize, 0, &mut on);
+    let _ = drive_on(plan, &opts, data, fragments, 0, r, first.start as usize, 0, &mut |_, _| Ok(()), &mut on);
 }
 
 /// Where a seek goes.
@@ -511,8 +553,32 @@ impl<'p> Seeker<'p> {
             Runner::resume_fragment(self.plan, &self.opts, frag, state)
                 .map_err(|error| IndexError::BadState { checkpoint: k, error })?
         };
-        let read =
-            drive_on(self.plan, &self.opts, self.data, &self.fragments, f, r, cp.offset as usize, cp.elements_before, &mut on);
+        // Each segment's bytes are checked against the index before the
+        // first of them is decoded (only what this seek reads).
+        let mut next = k;
+        let mut checked_to = cp.offset as usize;
+        let index = self.index;
+        let data = self.data;
+        let mut check = |_: usize, end: usize| -> Result<(), IndexError> {
+            while checked_to < end && next < index.len() {
+                index.check_segment(next, data).map_err(IndexError::TraceChanged)?;
+                next += 1;
+                checked_to = if next < index.len() { index.checkpoint(next).offset as usize } else { data.len() };
+            }
+            Ok(())
+        };
+        let read = drive_on(
+            self.plan,
+            &self.opts,
+            self.data,
+            &self.fragments,
+            f,
+            r,
+            cp.offset as usize,
+            cp.elements_before,
+            &mut check,
+            &mut on,
+        )?;
         if let Some(file) = self.file {
             for (a, b) in read {
                 file.release(a, b);
@@ -580,6 +646,7 @@ impl<'p> Seeker<'p> {
             }
             out.len() < count
         })?;
+        self.delivered(start, count as u64, out.len() as u64)?;
         Ok(out)
     }
 
@@ -596,6 +663,18 @@ impl<'p> Seeker<'p> {
                 left -= 1;
             }
             left > 0
-        })
+        })?;
+        self.delivered(start, count, count - left)
+    }
+
+    /// A seek that gave fewer elements than the index's totals promise
+    /// means the totals are wrong (issue 15, finding 3): say so rather than
+    /// print nothing and succeed.
+    fn delivered(&self, start: u64, count: u64, got: u64) -> Result<(), IndexError> {
+        let expected = self.index.totals().elements.saturating_sub(start).min(count);
+        if got < expected {
+            return Err(IndexError::Short { expected, got });
+        }
+        Ok(())
     }
 }

@@ -13,7 +13,7 @@ pub mod trace_file;
 
 use std::fmt;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use snapshot::{
     BufferFormat, Device, DumpRegion, Register, SetupWarning, Snapshot, TraceBuffer,
@@ -41,6 +41,11 @@ pub enum InputError {
     },
     /// A trace buffer name that the snapshot does not define.
     UnknownBuffer { name: String, known: Vec<String> },
+    /// A path names a device, FIFO, socket or directory: reading one could
+    /// block forever or never end, so only regular files are read.
+    NotRegular { path: PathBuf, kind: &'static str },
+    /// A text file larger than any real one (the limit bounds memory).
+    TooLarge { path: PathBuf, size: u64, limit: u64 },
 }
 
 impl fmt::Display for InputError {
@@ -66,6 +71,12 @@ impl fmt::Display for InputError {
                 "{}: section [{section}] has no '{key}=' entry",
                 path.display()
             ),
+            InputError::NotRegular { path, kind } => {
+                write!(f, "{}: is a {kind}, not a regular file; only regular files are read", path.display())
+            }
+            InputError::TooLarge { path, size, limit } => {
+                write!(f, "{}: {size} bytes, more than the {limit} bytes a snapshot text file may have", path.display())
+            }
             InputError::UnknownBuffer { name, known } => {
                 write!(f, "unknown trace buffer '{name}'; ")?;
                 if known.is_empty() {
@@ -87,14 +98,65 @@ impl std::error::Error for InputError {
     }
 }
 
-/// Read a whole (small) text file such as an ini file.
+/// Largest snapshot text file (ini) read: real ones are a few KiB; the limit
+/// bounds the memory a hostile one can take.
+pub const MAX_TEXT_FILE: u64 = 16 << 20;
+
+/// What a path that is not a regular file is, for the message.
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "directory"
+    } else if t.is_fifo() {
+        "FIFO"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "device"
+    } else {
+        "special file"
+    }
+}
+
+/// Open `path` for reading if it is a regular file (after following
+/// symbolic links). The type is checked before opening, since opening a FIFO
+/// blocks until a writer appears, and again on the opened file, in case the
+/// path was replaced in between.
+pub(crate) fn open_regular(path: &Path, needed_by: &str) -> Result<(std::fs::File, u64), InputError> {
+    let io_err = |source: io::Error| {
+        if source.kind() == io::ErrorKind::NotFound {
+            InputError::MissingFile { path: path.to_path_buf(), needed_by: needed_by.to_string() }
+        } else {
+            InputError::Io { path: path.to_path_buf(), source }
+        }
+    };
+    let meta = std::fs::metadata(path).map_err(io_err)?;
+    if !meta.is_file() {
+        return Err(InputError::NotRegular { path: path.to_path_buf(), kind: kind_of(meta.file_type()) });
+    }
+    let file = std::fs::File::open(path).map_err(io_err)?;
+    let meta = file.metadata().map_err(io_err)?;
+    if !meta.is_file() {
+        return Err(InputError::NotRegular { path: path.to_path_buf(), kind: kind_of(meta.file_type()) });
+    }
+    Ok((file, meta.len()))
+}
+
+/// Read a whole (small) text file such as an ini file: a regular file of at
+/// most [`MAX_TEXT_FILE`] bytes.
 pub(crate) fn read_small_file(path: PathBuf, needed_by: &str) -> Result<Vec<u8>, InputError> {
-    match std::fs::read(&path) {
-        Ok(bytes) => Ok(bytes),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(InputError::MissingFile {
-            path,
-            needed_by: needed_by.to_string(),
-        }),
+    use std::io::Read;
+    let (file, size) = open_regular(&path, needed_by)?;
+    if size > MAX_TEXT_FILE {
+        return Err(InputError::TooLarge { path, size, limit: MAX_TEXT_FILE });
+    }
+    // The file may grow after the size was read: never read past the limit.
+    let mut bytes = Vec::with_capacity(size as usize);
+    match file.take(MAX_TEXT_FILE + 1).read_to_end(&mut bytes) {
+        Ok(_) if bytes.len() as u64 > MAX_TEXT_FILE => {
+            Err(InputError::TooLarge { path, size: bytes.len() as u64, limit: MAX_TEXT_FILE })
+        }
+        Ok(_) => Ok(bytes),
         Err(source) => Err(InputError::Io { path, source }),
     }
 }

@@ -22,6 +22,12 @@ use std::path::{Path, PathBuf};
 use super::ini::{c_strtoul_prefix, parse_c_unsigned, trim, Entry, Ini, Section};
 use super::{read_small_file, InputError};
 
+/// Registers read from one device file: real trace units and cores have a
+/// few hundred at most.
+pub const MAX_REGISTERS: usize = 4096;
+/// Setup warnings kept for one snapshot.
+const MAX_WARNINGS: usize = 1000;
+
 /// A problem found while reading the snapshot that does not stop decoding.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SetupWarning {
@@ -239,7 +245,7 @@ impl Snapshot {
 
         for file in snap.device_files.clone() {
             let path = dir.join(&file);
-            match std::fs::read(&path) {
+            match read_small_file(path.clone(), "snapshot.ini [device_list]") {
                 Ok(bytes) => {
                     let device = snap.read_device(&file, &path, &Ini::parse(&bytes));
                     snap.devices.push(device);
@@ -266,6 +272,12 @@ impl Snapshot {
     }
 
     fn warn(&mut self, path: &Path, line: usize, msg: String) {
+        // A hostile file could produce one warning per line: keep the first
+        // ones, which say what is wrong, and bound the memory.
+        if self.warnings.len() > MAX_WARNINGS {
+            return;
+        }
+        let msg = if self.warnings.len() == MAX_WARNINGS { format!("{msg} (further warnings omitted)") } else { msg };
         self.warnings.push(SetupWarning {
             path: path.to_path_buf(),
             line,
@@ -339,6 +351,9 @@ impl Snapshot {
             regs: Vec::new(),
             dumps: Vec::new(),
         };
+        // Register names already seen (case-insensitive), for duplicates in
+        // constant time: a device file may hold any number of lines.
+        let mut seen = std::collections::HashSet::new();
         for section in &ini.sections {
             match section.name.as_str() {
                 "device" => {
@@ -358,7 +373,15 @@ impl Snapshot {
                 }
                 "regs" => {
                     for e in &section.entries {
-                        self.add_register(&mut dev, path, e);
+                        if dev.regs.len() >= MAX_REGISTERS {
+                            self.warn(path, e.line, format!("more than {MAX_REGISTERS} registers; the rest are ignored"));
+                            break;
+                        }
+                        if !seen.insert(e.key.to_ascii_lowercase()) {
+                            self.warn(path, e.line, format!("duplicate register {}", e.key));
+                            continue;
+                        }
+                        self.add_register(&mut dev, e);
                     }
                 }
                 name if name.starts_with("dump") => {
@@ -372,11 +395,9 @@ impl Snapshot {
         dev
     }
 
-    fn add_register(&mut self, dev: &mut Device, path: &Path, e: &Entry) {
-        if dev.regs.iter().any(|r| r.key.eq_ignore_ascii_case(&e.key)) {
-            self.warn(path, e.line, format!("duplicate register {}", e.key));
-            return;
-        }
+    fn add_register(&mut self, dev: &mut Device, e: &Entry) {
+        let path = dev.path.clone();
+        let path = path.as_path();
         let raw_value = e.value.trim_matches(['"', '\'']).to_string();
         let value = parse_c_unsigned(&raw_value);
         if value.is_none() {

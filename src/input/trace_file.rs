@@ -1,6 +1,5 @@
 //! Trace buffer files, memory-mapped read-only.
 
-use std::fs::File;
 use std::io;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
@@ -21,21 +20,10 @@ impl TraceFile {
     /// Map `path` read-only.  `needed_by` names what refers to the file, for
     /// the error message when it is missing.
     pub fn open_for(path: &Path, needed_by: &str) -> Result<TraceFile, InputError> {
-        let io_err = |source: io::Error| {
-            if source.kind() == io::ErrorKind::NotFound {
-                InputError::MissingFile {
-                    path: path.to_path_buf(),
-                    needed_by: needed_by.to_string(),
-                }
-            } else {
-                InputError::Io {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            }
-        };
-        let file = File::open(path).map_err(io_err)?;
-        let len = file.metadata().map_err(io_err)?.len();
+        let io_err = |source: io::Error| InputError::Io { path: path.to_path_buf(), source };
+        // Only regular files: a device (/dev/zero) has no end and a FIFO
+        // blocks every command that opens it.
+        let (file, len) = super::open_regular(path, needed_by)?;
         let map = if len == 0 {
             None
         } else {

@@ -9,3 +9,15 @@
 pub mod etm3;
 pub mod etm4;
 pub mod ptm;
+
+/// Bounds a saved parser or decoder state must meet before it is used: index
+/// files are read from disk and may have been edited with their checksums
+/// recomputed, so every index, queue length and counter that the code relies
+/// on is checked on load. Each `(holds, what)` pair names the field; the
+/// error names the first that does not hold.
+pub(crate) fn check_state(proto: &str, checks: &[(bool, &str)]) -> Result<(), String> {
+    match checks.iter().find(|(ok, _)| !ok) {
+        None => Ok(()),
+        Some((_, what)) => Err(format!("{proto} state: {what} is out of range")),
+    }
+}

@@ -191,6 +191,23 @@ impl ElemList {
         self.pend = 0;
     }
 
+    /// The bounds a loaded list must meet (see [`crate::protocol::check_state`]):
+    /// the ring grows by half when full, from 8, and a decode holds back at
+    /// most the two last elements (an exception return and its range), so
+    /// 2^16 slots is far beyond any real list.
+    fn check(&self) -> Result<(), String> {
+        let n = self.slots.len();
+        crate::protocol::check_state(
+            "ETMv3 decoder",
+            &[
+                (n <= 1 << 16, "element list size"),
+                (self.first < n.max(1), "element list start"),
+                ((0..=n as i64).contains(&self.used), "element list fill"),
+                ((0..=2).contains(&self.pend), "held-back element count"),
+            ],
+        )
+    }
+
     fn pos(&self, n: i64) -> usize {
         (self.first + n as usize) % self.slots.len()
     }
@@ -365,6 +382,7 @@ impl Etm3Decoder {
     /// program image supplied again.
     pub fn load_state(cfg: &Etm3Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm3Decoder, String> {
         let mut d: Etm3Decoder = bincode::deserialize(state).map_err(|e| format!("ETMv3 decoder state: {e}"))?;
+        d.list.check()?;
         let fresh = Etm3Decoder::new(cfg, image);
         d.cfg = fresh.cfg;
         d.image = fresh.image;

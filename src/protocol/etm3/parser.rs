@@ -144,8 +144,27 @@ impl Etm3Parser {
     /// A parser for `cfg` continuing from a saved state.
     pub fn load_state(cfg: &Etm3Config, state: &[u8]) -> Result<Etm3Parser, String> {
         let mut p: Etm3Parser = bincode::deserialize(state).map_err(|e| format!("ETMv3 parser state: {e}"))?;
+        p.check()?;
         p.set = Etm3Parser::new(cfg).set;
         Ok(p)
+    }
+
+    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
+    /// the longest ETMv3 packet (an I-sync with cycle count and a 4-byte
+    /// context ID, IHI 0014 7.3) is well under 64 bytes.
+    fn check(&self) -> Result<(), String> {
+        const MAX_PACKET: usize = 64;
+        crate::protocol::check_state(
+            "ETMv3 parser",
+            &[
+                (self.buf.len() <= MAX_PACKET, "packet buffer length"),
+                (self.part.len() <= MAX_PACKET, "partial packet length"),
+                (self.rd <= MAX_PACKET, "read position"),
+                (self.expected <= MAX_PACKET, "expected packet length"),
+                (self.isync_info_idx <= MAX_PACKET, "I-sync information byte position"),
+                (self.pkt.atom_count <= 32, "atom count"),
+            ],
+        )
     }
 
     /// The trace comes from an unformatted (single source, formatter bypassed)

@@ -182,13 +182,23 @@ pub enum DecoderOutput<'a> {
 
 /// Decoder options that change its output (trc_pkt_lister flags and
 /// environment settings of the same names).
+/// The longest instruction range walked when no limit is given: 2^24
+/// instructions (64 MiB of A64 code without a branch), far beyond real code,
+/// so that a range over an image that never branches (zero-filled memory, a
+/// wrong image) costs bounded time and its count cannot wrap. Past it the
+/// range ends with OpenCSD's range-limit error (OCSD_ERR_I_RANGE_LIMIT_OVERRUN)
+/// and the decoder resynchronises. trc_pkt_lister has no default limit; no
+/// real capture reaches this one.
+pub const DEFAULT_INSTR_RANGE_LIMIT: u32 = 1 << 24;
+
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct DecoderOptions {
     /// Split source-address ranges on N atoms (`-src_addr_n`).
     pub src_addr_n: bool,
     /// Treat A64 opcodes with the top 16 bits clear as invalid (`-aa64_opcode_chk`).
     pub aa64_opcode_check: bool,
-    /// Stop a range after this many instructions (OPENCSD_INSTR_RANGE_LIMIT); 0 = no limit.
+    /// Stop a range after this many instructions (OPENCSD_INSTR_RANGE_LIMIT);
+    /// 0 = [`DEFAULT_INSTR_RANGE_LIMIT`].
     pub instr_range_limit: u32,
     /// Report the speculation view ([`DecoderOutput::Spec`]).
     pub speculation: bool,
@@ -375,7 +385,7 @@ impl ReturnStack {
     }
 }
 
-#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default)]
+#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct ElemRes {
     commit: i64,
     cancel: i64,
@@ -560,11 +570,34 @@ impl Etm4Decoder {
     /// program image supplied again.
     pub fn load_state(cfg: &Etm4Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm4Decoder, String> {
         let mut d: Etm4Decoder = bincode::deserialize(state).map_err(|e| format!("decoder state: {e}"))?;
+        d.check()?;
         let fresh = Etm4Decoder::new(cfg, image, d.opts);
         d.cfg = fresh.cfg;
         d.image = fresh.image;
         d.idec = fresh.idec;
         Ok(d)
+    }
+
+    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
+    /// resolution counts are never negative and cannot exceed what the
+    /// element stack and the speculation depth allow (the architecture's
+    /// maximum depth is below 2^32, IHI 0064 TRCIDR8.MAXSPEC), and the return
+    /// stack's index and fill stay within its 16 entries.
+    fn check(&self) -> Result<(), String> {
+        let depth_max = u32::MAX as i64;
+        let stack = self.stack.len() as i64;
+        crate::protocol::check_state(
+            "ETMv4 decoder",
+            &[
+                ((0..=depth_max).contains(&self.max_spec), "maximum speculation depth"),
+                ((0..=stack).contains(&self.spec_depth), "speculation depth"),
+                ((0..=depth_max).contains(&self.res.commit), "commit count"),
+                ((0..=depth_max).contains(&self.res.cancel), "cancel count"),
+                (self.rs.head < self.rs.stack.len(), "return stack index"),
+                (self.rs.entries <= self.rs.stack.len() as i32, "return stack fill"),
+                (self.stack.iter().all(|p| p.atom_count <= 32), "atom count of a stacked element"),
+            ],
+        )
     }
 
     /// True after an error the decoder cannot recover from; OpenCSD stops the
@@ -1009,6 +1042,7 @@ impl Etm4Decoder {
             if !self.out.is_empty() {
                 self.send(sink);
             } else if self.res.any() {
+                let before = (self.res, self.stack.len());
                 let mut ok = true;
                 if self.res.commit != 0 {
                     ok = self.commit_elements(sink);
@@ -1025,6 +1059,13 @@ impl Etm4Decoder {
                         self.spec_drain(sink, SpecState::Discarded, at);
                         self.discard_elements();
                     }
+                }
+                // Every pass resolves something or sends something; one that
+                // does neither (a count no element can meet) would repeat
+                // forever, so it ends the resolution as an error does.
+                if ok && self.out.is_empty() && (self.res, self.stack.len()) == before {
+                    self.res = ElemRes::default();
+                    ok = false;
                 }
                 if !ok {
                     self.send(sink);
@@ -1339,6 +1380,7 @@ impl Etm4Decoder {
         // image, so it is cached; T32 walks also depend on the IT state, and a
         // range limit needs the step-by-step walk.
         let cacheable = to.is_none() && self.walk.isa != Isa::T32 && self.opts.instr_range_limit == 0;
+        // (Cached walks were made under the default limit, so they meet it.)
         if !cacheable {
             return self.walk_to_waypoint(to);
         }
@@ -1370,6 +1412,11 @@ impl Etm4Decoder {
 
     fn walk_to_waypoint(&mut self, to: Option<u64>) -> Result<(Range, WpRes), DecodeError> {
         let mut r = Range { start: self.walk.addr, end: self.walk.addr, count: 0 };
+        // Below u32::MAX so that the count cannot wrap before the check.
+        let limit = match self.opts.instr_range_limit {
+            0 => DEFAULT_INSTR_RANGE_LIMIT,
+            n => n.min(u32::MAX - 1),
+        };
         loop {
             let addr = self.walk.addr;
             let Some(info) = self.decode_at(addr)? else {
@@ -1379,7 +1426,7 @@ impl Etm4Decoder {
             self.walk.last = info;
             self.walk.addr = addr.wrapping_add(info.size as u64);
             r.count += 1;
-            if self.opts.instr_range_limit > 0 && r.count > self.opts.instr_range_limit {
+            if r.count > limit {
                 return Err(DecodeError::RangeLimitOverrun);
             }
             let found = match to {
@@ -1840,5 +1887,79 @@ impl Etm4Decoder {
         self.need_ctxt = true;
         self.need_addr = true;
         self.elem_pending_addr = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoder() -> Etm4Decoder {
+        let regs = [("TRCCONFIGR", 0x1u64), ("TRCTRACEIDR", 0x2), ("TRCIDR0", 0x28000ea1), ("TRCIDR1", 0x4100f402), ("TRCIDR2", 0x488), ("TRCIDR8", 0)];
+        let cfg = Etm4Config::from_registers(|n| regs.iter().find(|(k, _)| *k == n).map(|(_, v)| *v), false, None).unwrap();
+        Etm4Decoder::new(&cfg, Arc::new(MemoryImage::default()), DecoderOptions::default())
+    }
+
+    /// Issue 15, finding 2: a resolution count that no element can meet (here
+    /// a negative commit, which a checked load refuses but the loop must
+    /// survive all the same) once made `resolve` spin forever.
+    #[test]
+    fn resolve_ends_whatever_counts_it_starts_from() {
+        for res in [
+            ElemRes { commit: -1, cancel: 0, mispredict: false, discard: false },
+            ElemRes { commit: -5, cancel: 3, mispredict: false, discard: false },
+            ElemRes { commit: 0, cancel: -2, mispredict: false, discard: false },
+        ] {
+            let mut d = decoder();
+            d.state = State::Resolve;
+            d.res = res;
+            let mut n = 0;
+            d.resolve(&mut |_| n += 1);
+            assert!(!d.res.any(), "{res:?} left unresolved");
+        }
+    }
+
+    /// Issue 15, finding 9: a range over an image that never branches was
+    /// walked to its end whatever its length (37 s for a 124-byte trace) and
+    /// its count wrapped at 2^32. With no limit given, the walk now stops at
+    /// the default limit with the range-limit error.
+    #[test]
+    fn a_range_that_never_branches_stops_at_the_default_limit() {
+        let mut image = MemoryImage::new();
+        let nops = DEFAULT_INSTR_RANGE_LIMIT as usize + 16;
+        image.add_bytes(0x1000, 0xd503_201fu32.to_le_bytes().repeat(nops), crate::element::MemSpace::ANY);
+        let mut d = decoder();
+        d.image = Arc::new(image);
+        d.is_64bit = true;
+        d.walk.addr = 0x1000;
+        d.walk.isa = Isa::A64;
+        match d.trace_to_waypoint(None) {
+            Err(DecodeError::RangeLimitOverrun) => {}
+            other => panic!("expected the range limit, got {other:?}"),
+        }
+        // An explicit limit still applies, and a walk within it succeeds.
+        d.opts.instr_range_limit = 8;
+        d.walk.addr = 0x1000;
+        assert!(matches!(d.trace_to_waypoint(None), Err(DecodeError::RangeLimitOverrun)));
+        d.walk.addr = 0x1000 + (nops as u64 - 4) * 4;
+        let (r, res) = d.trace_to_waypoint(None).unwrap();
+        assert_eq!((r.count, res), (4, WpRes::Nacc));
+    }
+
+    /// A saved state with an out-of-range field is refused on load, naming it.
+    #[test]
+    fn load_refuses_out_of_range_fields() {
+        let d = decoder();
+        let cfg = d.cfg.clone();
+        let good = d.save_state();
+        assert!(Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &good).is_ok());
+        let mut bad = decoder();
+        bad.res.commit = -1;
+        let err = Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &bad.save_state()).err().unwrap();
+        assert!(err.contains("commit count"), "{err}");
+        let mut bad = decoder();
+        bad.rs.head = 16;
+        let err = Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &bad.save_state()).err().unwrap();
+        assert!(err.contains("return stack index"), "{err}");
     }
 }

@@ -57,6 +57,9 @@ const TINFO_CTRL: u8 = 0x20;
 const TINFO_ALL_SECT: u8 = 0x1f;
 const TINFO_ALL: u8 = 0x3f;
 
+/// Longest packet (or chunk of unsynchronised bytes) the parser buffers.
+const MAX_PACKET: usize = 64;
+
 /// Per-packet scratch state of the byte-wise machine.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Default)]
 struct Scratch {
@@ -148,11 +151,32 @@ impl Etm4Parser {
     /// A parser for `cfg` continuing from a saved state.
     pub fn load_state(cfg: &Etm4Config, state: &[u8]) -> Result<Etm4Parser, String> {
         let mut p: Etm4Parser = bincode::deserialize(state).map_err(|e| format!("parser state: {e}"))?;
+        p.check()?;
         let fresh = Etm4Parser::new(cfg);
         p.table = fresh.table;
         p.fast = fresh.fast;
         p.set = fresh.set;
         Ok(p)
+    }
+
+    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]).
+    /// The longest ETMv4/ETE packet is well under 64 bytes (IHI 0064 6.4);
+    /// unsynchronised bytes are reported in chunks of at most 8.
+    fn check(&self) -> Result<(), String> {
+        let s = &self.scratch;
+        crate::protocol::check_state(
+            "ETMv4 parser",
+            &[
+                (self.stack_head < self.stack.len(), "address stack index"),
+                (self.buf.len() <= MAX_PACKET, "packet buffer length"),
+                (s.tinfo_ctrl_bytes as usize <= MAX_PACKET, "trace info control bytes"),
+                (s.ts_bytes <= 9, "timestamp bytes"),
+                (s.excep_size <= 3, "exception packet size"),
+                (s.vmid_bytes <= 4 && s.cid_bytes <= 8, "context ID sizes"),
+                (s.addr_bytes <= 9, "address bytes"),
+                (self.pkt.atom_count <= 32, "atom count"),
+            ],
+        )
     }
 
     pub fn new(cfg: &Etm4Config) -> Etm4Parser {

@@ -236,6 +236,15 @@ impl PtmDecoder {
     /// program image supplied again.
     pub fn load_state(cfg: &PtmConfig, image: Arc<MemoryImage>, state: &[u8]) -> Result<PtmDecoder, String> {
         let mut d: PtmDecoder = bincode::deserialize(state).map_err(|e| format!("PTM decoder state: {e}"))?;
+        // The return stack's index and fill stay within its 16 entries (its
+        // fill goes negative after pops from an empty stack, as OpenCSD's).
+        crate::protocol::check_state(
+            "PTM decoder",
+            &[
+                (d.rs.head < d.rs.stack.len(), "return stack index"),
+                (d.rs.entries <= d.rs.stack.len() as i32, "return stack fill"),
+            ],
+        )?;
         let fresh = PtmDecoder::new(cfg, image);
         d.image = fresh.image;
         d.idec = fresh.idec;

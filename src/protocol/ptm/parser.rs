@@ -180,8 +180,30 @@ impl PtmParser {
     /// A parser for `cfg` continuing from a saved state.
     pub fn load_state(cfg: &PtmConfig, state: &[u8]) -> Result<PtmParser, String> {
         let mut p: PtmParser = bincode::deserialize(state).map_err(|e| format!("PTM parser state: {e}"))?;
+        p.check()?;
         p.configure(cfg);
         Ok(p)
+    }
+
+    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
+    /// the longest PTM packet (an I-sync with cycle count and context ID, or
+    /// a 64-bit timestamp, IHI 0035 4.2) is well under 64 bytes.
+    fn check(&self) -> Result<(), String> {
+        const MAX_PACKET: usize = 64;
+        let s = &self.s;
+        crate::protocol::check_state(
+            "PTM parser",
+            &[
+                (self.buf.len() <= MAX_PACKET, "packet buffer length"),
+                (s.bytes_needed <= MAX_PACKET, "expected packet length"),
+                (s.cc_bytes <= 5, "cycle count bytes"),
+                (s.ctxt_bytes <= 4 && s.got_ctxt_bytes <= s.ctxt_bytes, "context ID bytes"),
+                (s.ts_max_bytes <= 10, "timestamp bytes"),
+                (s.addr_bytes <= 5, "address bytes"),
+                (s.excep_bytes <= 2, "exception bytes"),
+                (self.pkt.atom_count <= 32, "atom count"),
+            ],
+        )
     }
 
     /// Forget all stream state, as at the start of a new capture.

@@ -1,0 +1,239 @@
+//! Saved decode states are read from index files, which travel between
+//! machines: a state whose checksum was recomputed after editing must never
+//! make a decoder panic or loop (issue 15, finding 2). Each case here edits one
+//! field-sized piece of a real checkpoint state (fixed-width bincode, so a
+//! word-aligned overwrite is one field of the parser or decoder), loads it and
+//! decodes the next bytes with a time limit. Loading may refuse the state; a
+//! loaded state must decode without panicking and in bounded time.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use tracesight::index::{self, IndexOptions};
+use tracesight::input::Snapshot;
+use tracesight::session::{BufferPlan, RunOptions, Runner};
+
+fn fixture(name: &str) -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd").join(name);
+    p.is_dir().then_some(p)
+}
+
+/// xorshift64*: reproducible cases without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
+    }
+}
+
+/// One edited state: where, how wide, what value.
+#[derive(Clone, Debug)]
+struct Case {
+    fixture: &'static str,
+    checkpoint: usize,
+    at: usize,
+    width: usize,
+    value: u64,
+}
+
+/// Values that break assumptions: zero, small counts, lengths, all ones,
+/// negative numbers, the high bit, and random ones.
+fn interesting(rng: &mut Rng) -> u64 {
+    match rng.below(12) {
+        0 => 0,
+        1 => 1,
+        2 => 2 + rng.below(6),
+        3 => u64::MAX,
+        4 => u64::MAX - rng.below(4),
+        5 => 1 << 63,
+        6 => 0x7fff_ffff,
+        7 => 0x8000_0000,
+        8 => 0xffff_ffff,
+        9 => 256 + rng.below(100_000),
+        10 => rng.below(256),
+        _ => rng.next(),
+    }
+}
+
+struct Loaded {
+    plan: BufferPlan,
+    data: Vec<u8>,
+    offsets: Vec<u64>,
+    states: Vec<Vec<u8>>,
+}
+
+fn load(name: &str) -> Option<Loaded> {
+    let dir = fixture(name)?;
+    let snap = Snapshot::open(&dir).ok()?;
+    let buffer = snap.default_buffer()?.clone();
+    let plan = BufferPlan::new(&snap, &buffer).ok()?;
+    let data = plan.open().ok()?.bytes().to_vec();
+    let opts = index::index_run_options(&RunOptions::default());
+    let built = index::build(
+        &plan,
+        &data,
+        &opts,
+        &IndexOptions { interval: 1024, threads: 1, ..IndexOptions::default() },
+        &index::BuildProgress::new(),
+        None,
+    );
+    let offsets = built.checkpoints.iter().map(|c| c.offset).collect();
+    Some(Loaded { plan, data, offsets, states: built.states })
+}
+
+/// Resume from the edited state and decode up to 8 KiB and the end of trace;
+/// `Err` when the state is refused, which is fine.
+fn run_case(l: &Loaded, c: &Case) -> Result<u64, String> {
+    let mut st = l.states[c.checkpoint].clone();
+    let bytes = c.value.to_le_bytes();
+    let end = (c.at + c.width).min(st.len());
+    st[c.at..end].copy_from_slice(&bytes[..end - c.at]);
+    let opts = index::index_run_options(&RunOptions::default());
+    let mut r = Runner::resume(&l.plan, &opts, &st)?;
+    let from = l.offsets[c.checkpoint] as usize;
+    let to = (from + 8192).min(l.data.len());
+    let mut n = 0u64;
+    let mut on = |_: tracesight::session::Event<'_>| n += 1;
+    if r.feed(&l.data[from..to], &mut on) && to == l.data.len() {
+        r.finish(&mut on);
+    }
+    Ok(n)
+}
+
+#[derive(Debug)]
+enum Outcome {
+    Done,
+    Panic(String),
+    Hang,
+}
+
+fn cases(l: &Loaded, name: &'static str, cases_per_state: usize, seed: u64) -> Vec<Case> {
+    let mut rng = Rng(seed);
+    let mut cases = Vec::new();
+    // States past the first (which is empty for a decode from the start).
+    let picks: Vec<usize> = (1..l.states.len()).step_by((l.states.len() / 12).max(1)).collect();
+    for &k in &picks {
+        let len = l.states[k].len();
+        for _ in 0..cases_per_state {
+            let width = [1usize, 4, 8][rng.below(3) as usize];
+            let at = rng.below(len.saturating_sub(width - 1) as u64) as usize;
+            cases.push(Case { fixture: name, checkpoint: k, at, width, value: interesting(&mut rng) });
+        }
+    }
+    cases
+}
+
+thread_local! {
+    static WHERE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+enum Msg {
+    Total(usize),
+    One(usize, Case, Outcome),
+}
+
+/// Run every case on a worker thread, each with a time limit; a hung worker
+/// is abandoned (the test fails anyway) and a new one takes the rest. (The
+/// program image is not shared between threads, so each worker loads the
+/// fixture itself.)
+fn campaign(name: &'static str, cases_per_state: usize, seed: u64) -> Vec<(Case, Outcome)> {
+    if fixture(name).is_none() {
+        eprintln!("{name}: fixture not found; skipped");
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut total = usize::MAX;
+    while i < total {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let from = i;
+        std::thread::spawn(move || {
+            let l = load(name).expect("fixture loads");
+            let all = cases(&l, name, cases_per_state, seed);
+            let _ = tx.send(Msg::Total(all.len()));
+            for (j, c) in all.into_iter().enumerate().skip(from) {
+                let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(&l, &c)));
+                let o = match res {
+                    Ok(_) => Outcome::Done,
+                    Err(p) => Outcome::Panic(
+                        WHERE.with(|w| w.borrow().clone())
+                            + ": "
+                            + &p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default(),
+                    ),
+                };
+                if tx.send(Msg::One(j, c, o)).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut last = None;
+        loop {
+            match rx.recv_timeout(Duration::from_secs(5)) {
+                Ok(Msg::Total(n)) => total = n,
+                Ok(Msg::One(j, c, o)) => {
+                    if !matches!(o, Outcome::Done) {
+                        out.push((c.clone(), o));
+                    }
+                    last = Some(c);
+                    i = j + 1;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    out.push((last.clone().unwrap_or(Case { fixture: name, checkpoint: 0, at: 0, width: 0, value: 0 }), Outcome::Hang));
+                    i += 1;
+                    break;
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    if total == usize::MAX {
+                        total = 0;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+fn check(name: &'static str, cases_per_state: usize, seed: u64) {
+    // Quiet panics, remembering where they happened for the report.
+    std::panic::set_hook(Box::new(|info| {
+        let at = info.location().map(|l| format!("{}:{}", l.file(), l.line())).unwrap_or_default();
+        WHERE.with(|w| *w.borrow_mut() = at);
+    }));
+    let bad = campaign(name, cases_per_state, seed);
+    for (c, o) in bad.iter().take(40) {
+        eprintln!("{c:?}: {o:?}");
+    }
+    assert!(bad.is_empty(), "{name}: {} edited states panicked or hung", bad.len());
+}
+
+#[test]
+fn edited_etm4_states_never_panic_or_hang() {
+    check("juno_r1_1", 300, 0x1234_5678_9abc_def1);
+}
+
+#[test]
+fn edited_ete_speculation_states_never_panic_or_hang() {
+    check("ete_spec_1", 300, 0x0bad_cafe_f00d_0001);
+}
+
+#[test]
+fn edited_etm3_and_ptm_states_never_panic_or_hang() {
+    check("TC2", 300, 0x5eed_0000_0000_0003);
+}
+
+#[test]
+fn edited_raw_ptm_states_never_panic_or_hang() {
+    check("tc2-ptm-rstk-t32", 300, 0x5eed_0000_0000_0004);
+}
