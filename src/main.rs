@@ -883,7 +883,7 @@ fn seek_decode(
         match res {
             Err(e) if e.needs_rebuild() && !rebuilt && io_err.is_none() => {
                 eprintln!("tracesight: index {}: {e}; rebuilt", idx.path.display());
-                idx = open_index(plan, file, opts, &index::IndexOptions::default(), true)?;
+                idx = open_index(plan, file, &[Fragment::whole(file.len())], opts, &index::IndexOptions::default(), true)?;
                 rebuilt = true;
             }
             Err(e) => return Err(e.to_string()),
