@@ -315,7 +315,7 @@ fn random_seeks_equal_the_full_decode_on_perf_data() {
             continue;
         }
         for threads in [1, 2] {
-            let iopts = IndexOptions { interval: 1024, threads, part: 0 };
+            let iopts = IndexOptions { interval: 1024, threads, part: 0, ..Default::default() };
             let built = index::build_fragments(&cap.plan, data, &cap.fragments, &opts, &iopts, &index::BuildProgress::new(), None);
             assert_eq!(built.totals.elements, full.len() as u64, "{}: element count", path.display());
             let ident = TraceIdentity::of(path, data);

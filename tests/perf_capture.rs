@@ -112,7 +112,7 @@ fn fragments_decode_and_seek_as_separate_buffers() {
         });
         same(&got, &want, &format!("{}: run_fragments over {frags:?}", dir.display()));
         for threads in [1, 2] {
-            let iopts = IndexOptions { interval: 1024, threads, part: 0 };
+            let iopts = IndexOptions { interval: 1024, threads, part: 0, ..Default::default() };
             let built = index::build_fragments(&plan, data, &frags, &opts, &iopts, &index::BuildProgress::new(), None);
             assert_eq!(built.totals.elements, want.len() as u64, "{}: element count", dir.display());
             let ident = TraceIdentity::of(&buffer.path, data);
