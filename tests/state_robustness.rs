@@ -37,8 +37,10 @@ impl Rng {
     }
 }
 
-/// One edited state: where, how wide, what value.
+/// One edited state: where, how wide, what value (all read through Debug
+/// when a case fails).
 #[derive(Clone, Debug)]
+#[allow(dead_code)]
 struct Case {
     fixture: &'static str,
     checkpoint: usize,
@@ -112,6 +114,7 @@ fn run_case(l: &Loaded, c: &Case) -> Result<u64, String> {
 }
 
 #[derive(Debug)]
+#[allow(dead_code)] // the panic message is read through Debug
 enum Outcome {
     Done,
     Panic(String),

@@ -607,6 +607,12 @@ fn parser_messages_survive_saved_states() {
     // Saved states name a parse error message by its place in the table.
     let src = include_str!("parser.rs");
     let code = src.split("#[cfg(test)]").next().unwrap();
+    // The names of saved-state fields that `check` refuses are not parse
+    // messages: leave that function out.
+    let code = match code.split_once("fn check(&self)") {
+        Some((before, after)) => format!("{before}{}", after.split_once("\n    }\n").map_or("", |(_, rest)| rest)),
+        None => code.to_string(),
+    };
     let mut n = 0;
     for (i, lit) in code.split('"').enumerate() {
         if i % 2 == 1 && lit.len() > 15 && !lit.contains('{') {
