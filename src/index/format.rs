@@ -440,8 +440,10 @@ impl IndexFile {
     /// the checksum says (it can be recomputed by whoever edits the file).
     fn check_records(&self, ident: &TraceIdentity, states_len: u64) -> Result<(), String> {
         let cps: Vec<Checkpoint> = (0..self.count).map(|i| self.checkpoint(i)).collect();
-        if cps[0].offset != 0 || cps[0].elements_before != 0 {
-            return Err("checkpoint 0 is not at the start of the trace".into());
+        // A capture cut into fragments (perf.data AUX data) starts at its
+        // first fragment, not at byte 0; what it counts still starts at 0.
+        if cps[0].elements_before != 0 || cps[0].instructions_before != 0 || cps[0].packets_before != 0 {
+            return Err("checkpoint 0 does not start the counts at zero".into());
         }
         for (i, c) in cps.iter().enumerate() {
             let p = i.checked_sub(1).map(|k| cps[k]);
