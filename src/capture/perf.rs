@@ -123,6 +123,21 @@ impl PerfInfo {
         self.threads.get(&tid)
     }
 
+    /// What the trace is, for a status line: `CPU 7`, `CPUs 0,2,3`,
+    /// `8 CPUs`, or `per thread` for a recording without CPU numbers.
+    pub fn cpus_label(&self) -> String {
+        let mut cpus: Vec<i32> = self.data.fragments().iter().filter(|f| !f.data.is_empty()).map(|f| f.cpu).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        match cpus.as_slice() {
+            [] => "no trace data".into(),
+            [c] if *c < 0 => "per thread".into(),
+            [c] => format!("CPU {c}"),
+            c if c.len() <= 4 => format!("CPUs {}", c.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")),
+            c => format!("{} CPUs", c.len()),
+        }
+    }
+
     /// The binary whose mapping holds `addr`.
     pub fn binary_at(&self, addr: u64) -> Option<&Binary> {
         self.binaries.iter().find(|b| b.addr <= addr && addr - b.addr < b.len)
