@@ -292,3 +292,30 @@ fn index_of_perf_etm_is_written_and_reused() {
     assert!(text.contains("exec range=0x582b2b1000:[0x582b2b1008] num_i(2)"), "{text}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// The files a recording maps but that are not found are named in one
+/// warning (simpleperf's recording maps nine; a real one, dozens), the
+/// found binary is not among them, and a recording without trace data does
+/// not warn about binaries at all.
+#[test]
+fn missing_binaries_are_one_warning() {
+    let Some(dir) = simpleperf() else { return };
+    let stderr = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight")).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let etm = dir.join("perf_etm.data");
+    let etm = etm.to_str().unwrap();
+    let without = stderr(&["decode", etm, "--elements-only"]);
+    let lines: Vec<&str> = without.lines().filter(|l| l.contains("not found")).collect();
+    assert_eq!(lines.len(), 1, "{without}");
+    assert!(lines[0].contains("9 mapped files not found") && lines[0].contains("/data/local/tmp/etm_test_loop"), "{}", lines[0]);
+    assert!(lines[0].contains("--symdir"), "{}", lines[0]);
+    let with = stderr(&["decode", etm, "--elements-only", "--symdir", dir.to_str().unwrap()]);
+    let lines: Vec<&str> = with.lines().filter(|l| l.contains("not found")).collect();
+    assert_eq!(lines.len(), 1, "{with}");
+    assert!(lines[0].contains("8 mapped files not found") && !lines[0].contains("etm_test_loop"), "{}", lines[0]);
+    let empty = stderr(&["decode", dir.join("perf_with_missing_aux_data.data").to_str().unwrap()]);
+    assert!(!empty.contains("not found"), "{empty}");
+}

@@ -319,6 +319,7 @@ fn threads(data: &PerfData) -> BTreeMap<u32, Thread> {
 fn find_binaries(data: &PerfData, copts: &CaptureOptions) -> (Vec<Binary>, Vec<String>) {
     let mut out: Vec<Binary> = Vec::new();
     let mut notes = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
     for m in data.mmaps() {
         if m.prot.is_some_and(|p| p & 4 == 0) || m.len == 0 {
             continue;
@@ -354,12 +355,18 @@ fn find_binaries(data: &PerfData, copts: &CaptureOptions) -> (Vec<Binary>, Vec<S
                 Err(e) => b.note = Some(format!("{}: {e}", f.path().display())),
             }
         }
-        if b.found.is_none() && !b.kernel {
+        if b.found.is_none() && !b.kernel && b.note.is_none() {
+            // Simply absent: one line for all of them below, since a
+            // recording maps dozens of libraries the trace may never enter.
+            if !missing.contains(&b.filename) {
+                missing.push(b.filename.clone());
+            }
+        } else if b.found.is_none() && !b.kernel {
             notes.push(format!(
                 "{}{}: not found ({}); its code at 0x{:x}..0x{:x} is not decoded",
                 b.filename,
                 build_id.map(|i| format!(" (build id {})", i.hex())).unwrap_or_default(),
-                b.note.clone().unwrap_or_else(|| "give --symdir DIR or --image FILE".into()),
+                b.note.clone().unwrap_or_default(),
                 b.addr,
                 b.addr.wrapping_add(b.len)
             ));
@@ -367,6 +374,15 @@ fn find_binaries(data: &PerfData, copts: &CaptureOptions) -> (Vec<Binary>, Vec<S
             notes.push(format!("{}: {n}", b.filename));
         }
         out.push(b);
+    }
+    if data.has_trace_data() && !missing.is_empty() {
+        notes.push(format!(
+            "{} mapped file{} not found, {} code is not decoded (give --symdir DIR or --image FILE; `tracesight info` lists the mappings): {}",
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" },
+            if missing.len() == 1 { "its" } else { "their" },
+            missing.join(", ")
+        ));
     }
     (out, notes)
 }
