@@ -303,6 +303,19 @@ fn viewer_on_simpleperf_perf_data_in_tmux() {
         no_error(&s);
         quit_cleanly(&tmux);
     }
+    // Without --symdir the binary is not found: its gaps say which one.
+    let dir = Scratch::new("simpleperf-nosymdir");
+    std::fs::copy(fixtures.join("perf_etm.data"), dir.0.join("perf_etm.data")).unwrap();
+    let tmux = Tmux::start(&dir.0, &viewer_command(&dir.0, &["perf_etm.data"]));
+    tmux.wait_text(" timeline · element 0–15 ");
+    tmux.keys(&["g"]);
+    tmux.text("12");
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("the gap naming the binary not found", |s| {
+        s.lines().any(|l| l.contains("  12   7 1e EL0N") && l.contains("[no image for /data/local/tmp/etm_test_loop"))
+    });
+    no_error(&s);
+    quit_cleanly(&tmux);
 }
 
 /// Build tests/data/synth/threads.c and synthesize its trace as a perf.data

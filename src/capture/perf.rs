@@ -138,6 +138,20 @@ impl PerfInfo {
         }
     }
 
+    /// Why an inaccessible address had no code: the recorded binary that
+    /// maps it and was not found, the kernel without `--kernel`, or no
+    /// mapping at all. None for other elements, and where the binary was
+    /// found (the address lies outside its loaded segments).
+    pub fn missing_image(&self, e: &crate::element::Element) -> Option<String> {
+        let crate::element::ElementKind::AddrNotAccessible { addr, .. } = e.kind else { return None };
+        Some(match self.binary_at(addr) {
+            Some(b) if b.found.is_none() => format!("no image for {} (mapped at 0x{:x})", b.filename, b.addr),
+            Some(_) => return None,
+            None if addr >= 0xffff_0000_0000_0000 => "no kernel image (give --kernel vmlinux)".into(),
+            None => "no recorded mapping holds this address".into(),
+        })
+    }
+
     /// The binary whose mapping holds `addr`.
     pub fn binary_at(&self, addr: u64) -> Option<&Binary> {
         self.binaries.iter().find(|b| b.addr <= addr && addr - b.addr < b.len)

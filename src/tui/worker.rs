@@ -243,6 +243,13 @@ fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut d
                         if corrected {
                             row.state = model::RowState::Corrected;
                         }
+                        // A perf.data gap says which recorded binary was not
+                        // found, as `decode` does; first, since a narrow
+                        // column cuts the end.
+                        if let Some(m) = cap.perf.as_ref().and_then(|p| p.missing_image(element)) {
+                            row.text = format!("[{m}] {}", row.text);
+                            row.brief = format!("[{m}] {}", row.brief);
+                        }
                         if let (Some(c), Some(a)) = (cursor.as_mut(), row.addr) {
                             let loc = c.locate(a);
                             row.function = match loc.function {
