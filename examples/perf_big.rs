@@ -109,7 +109,7 @@ fn run(args: &Args) -> Result<(), String> {
             return Err(format!("the viewer: {e}"));
         }
         if first.is_none() && app.info.is_some() && loaded(&app) {
-            term.draw(|f| draw::draw(&mut app, f)).map_err(|e| e.to_string())?;
+            term.draw(|f| draw::draw(&app, f)).map_err(|e| e.to_string())?;
             first = Some(t0.elapsed());
         }
     }

@@ -440,11 +440,10 @@ impl IndexFile {
     /// the checksum says (it can be recomputed by whoever edits the file).
     fn check_records(&self, ident: &TraceIdentity, states_len: u64) -> Result<(), String> {
         let cps: Vec<Checkpoint> = (0..self.count).map(|i| self.checkpoint(i)).collect();
-        // A capture of fragments (perf.data) starts at its first fragment,
-        // not at offset 0, so only the counts say where the trace begins.
-        let c0 = cps[0];
-        if c0.elements_before != 0 || c0.instructions_before != 0 || c0.packets_before != 0 {
-            return Err("checkpoint 0 does not start the trace (counts before it are not 0)".into());
+        // A capture cut into fragments (perf.data AUX data) starts at its
+        // first fragment, not at byte 0; what it counts still starts at 0.
+        if cps[0].elements_before != 0 || cps[0].instructions_before != 0 || cps[0].packets_before != 0 {
+            return Err("checkpoint 0 does not start the counts at zero".into());
         }
         for (i, c) in cps.iter().enumerate() {
             let p = i.checked_sub(1).map(|k| cps[k]);
