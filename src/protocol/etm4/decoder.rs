@@ -585,12 +585,13 @@ impl Etm4Decoder {
     /// stack's index and fill stay within its 16 entries.
     fn check(&self) -> Result<(), String> {
         let depth_max = u32::MAX as i64;
-        let stack = self.stack.len() as i64;
         crate::protocol::check_state(
             "ETMv4 decoder",
             &[
                 ((0..=depth_max).contains(&self.max_spec), "maximum speculation depth"),
-                ((0..=stack).contains(&self.spec_depth), "speculation depth"),
+                // The depth counts P0 elements that may since have left the
+                // element stack, so only the architecture bounds it.
+                ((0..=depth_max).contains(&self.spec_depth), "speculation depth"),
                 ((0..=depth_max).contains(&self.res.commit), "commit count"),
                 ((0..=depth_max).contains(&self.res.cancel), "cancel count"),
                 (self.rs.head < self.rs.stack.len(), "return stack index"),
