@@ -5,7 +5,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use tracesight::capture::perf::PerfInfo;
 use tracesight::capture::{Capture, CaptureOptions};
 use tracesight::element::{self, Element, ElementKind};
 use tracesight::export::jsonl;
@@ -65,22 +64,11 @@ fn cpu_of(cap: &Capture, trace_id: u8) -> Option<u32> {
     cap.plan.sources.iter().find(|s| s.trace_id == Some(trace_id)).and_then(|s| s.cpu)
 }
 
-/// The binary that would have covered an inaccessible address, named.
-fn missing_image(perf: &PerfInfo, e: &Element) -> Option<String> {
-    let ElementKind::AddrNotAccessible { addr, .. } = e.kind else { return None };
-    Some(match perf.binary_at(addr) {
-        Some(b) if b.found.is_none() => format!("no image for {} (mapped at 0x{:x})", b.filename, b.addr),
-        Some(_) => return None,
-        None if addr >= 0xffff_0000_0000_0000 => "no kernel image (give --kernel vmlinux)".into(),
-        None => "no recorded mapping holds this address".into(),
-    })
-}
-
 /// One element line: the OpenCSD element line after the CPU, or a JSON
 /// object with `cpu` (and the missing image for a gap) added.
 fn write_element(out: &mut String, cap: &Capture, number: Option<u64>, e: &Element, json: bool, cursor: Option<&mut tracesight::symbols::Cursor<'_>>) {
     let cpu = cpu_of(cap, e.trace_id);
-    let missing = cap.perf.as_ref().and_then(|p| missing_image(p, e));
+    let missing = cap.perf.as_ref().and_then(|p| p.missing_image(e));
     if json {
         jsonl::write_element(out, number, e, cursor);
         if out.ends_with('}') {

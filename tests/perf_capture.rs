@@ -252,3 +252,70 @@ fn decode_of_perf_etm_lists_cpu_7_with_function_names() {
         .unwrap();
     assert!(!bad.status.success());
 }
+
+/// The index of a perf.data starts at its first AUX fragment, not at file
+/// offset 0: it must be written, then found valid and reused (it once was
+/// refused as "checkpoint 0 is not at the start of the trace", so every
+/// seek and the viewer's timeline failed on perf.data).
+#[test]
+fn index_of_perf_etm_is_written_and_reused() {
+    let Some(dir) = simpleperf() else { return };
+    let tmp = tmpdir("index-reuse");
+    for f in ["perf_etm.data", "etm_test_loop"] {
+        std::fs::copy(dir.join(f), tmp.join(f)).unwrap();
+    }
+    let index = |extra: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight"))
+            .args(["index", tmp.join("perf_etm.data").to_str().unwrap(), "--symdir", tmp.to_str().unwrap()])
+            .args(extra)
+            .env("XDG_CACHE_HOME", tmp.join("cache"))
+            .output()
+            .unwrap();
+        let (o, e) = (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+        assert!(out.status.success(), "index {extra:?} failed\nstdout:\n{o}\nstderr:\n{e}");
+        (o, e)
+    };
+    let (built, _) = index(&["--rebuild"]);
+    assert!(built.contains("944 instructions"), "{built}");
+    assert!(built.contains("4 AUX fragments"), "{built}");
+    let (again, err) = index(&[]);
+    assert!(again.contains("up to date"), "the index was not reused:\n{again}\n{err}");
+    assert!(!err.contains("rebuil"), "the index was rebuilt: {err}");
+    // A seek goes through the index: element 9 is the first range.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight"))
+        .args(["decode", tmp.join("perf_etm.data").to_str().unwrap(), "--symdir", tmp.to_str().unwrap(), "--seek", "9", "--count", "1"])
+        .env("XDG_CACHE_HOME", tmp.join("cache"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("exec range=0x582b2b1000:[0x582b2b1008] num_i(2)"), "{text}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// The files a recording maps but that are not found are named in one
+/// warning (simpleperf's recording maps nine; a real one, dozens), the
+/// found binary is not among them, and a recording without trace data does
+/// not warn about binaries at all.
+#[test]
+fn missing_binaries_are_one_warning() {
+    let Some(dir) = simpleperf() else { return };
+    let stderr = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tracesight")).args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let etm = dir.join("perf_etm.data");
+    let etm = etm.to_str().unwrap();
+    let without = stderr(&["decode", etm, "--elements-only"]);
+    let lines: Vec<&str> = without.lines().filter(|l| l.contains("not found")).collect();
+    assert_eq!(lines.len(), 1, "{without}");
+    assert!(lines[0].contains("9 mapped files not found") && lines[0].contains("/data/local/tmp/etm_test_loop"), "{}", lines[0]);
+    assert!(lines[0].contains("--symdir"), "{}", lines[0]);
+    let with = stderr(&["decode", etm, "--elements-only", "--symdir", dir.to_str().unwrap()]);
+    let lines: Vec<&str> = with.lines().filter(|l| l.contains("not found")).collect();
+    assert_eq!(lines.len(), 1, "{with}");
+    assert!(lines[0].contains("8 mapped files not found") && !lines[0].contains("etm_test_loop"), "{}", lines[0]);
+    let empty = stderr(&["decode", dir.join("perf_with_missing_aux_data.data").to_str().unwrap()]);
+    assert!(!empty.contains("not found"), "{empty}");
+}

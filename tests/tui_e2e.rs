@@ -25,12 +25,18 @@ struct Tmux {
 
 impl Tmux {
     fn start(cwd: &Path, command: &str) -> Tmux {
+        Tmux::start_sized(cwd, command, (160, 48))
+    }
+
+    /// A session of `(columns, rows)`.
+    fn start_sized(cwd: &Path, command: &str, size: (u16, u16)) -> Tmux {
         static N: AtomicUsize = AtomicUsize::new(0);
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
         let socket = format!("tracesight-e2e-{}-{nanos}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
         let mut t = Tmux { socket, socket_path: None };
         let cwd = cwd.to_str().expect("a UTF-8 temp path");
-        let out = t.run(&["new-session", "-d", "-s", SESSION, "-x", "160", "-y", "48", "-c", cwd, command]);
+        let (w, h) = (size.0.to_string(), size.1.to_string());
+        let out = t.run(&["new-session", "-d", "-s", SESSION, "-x", &w, "-y", &h, "-c", cwd, command]);
         assert!(out.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&out.stderr));
         let out = t.run(&["display-message", "-p", "#{socket_path}"]);
         let path = String::from_utf8_lossy(&out.stdout).trim().to_string();
@@ -95,8 +101,9 @@ impl Drop for Tmux {
 struct Scratch(PathBuf);
 
 impl Scratch {
-    fn new() -> Scratch {
-        let dir = std::env::temp_dir().join(format!("tracesight-e2e-{}", std::process::id()));
+    /// `tag` keeps the directories of tests running at once apart.
+    fn new(tag: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("tracesight-e2e-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("creating the scratch directory");
         Scratch(dir)
@@ -136,7 +143,7 @@ fn viewer_in_tmux() {
         eprintln!("note: tmux is not installed; skipping the terminal test");
         return;
     }
-    let dir = Scratch::new();
+    let dir = Scratch::new("demo");
     // tmux runs this through a shell that outlives the viewer, so the exit
     // status and the restored screen can be read after `q`; no PATH argument
     // opens the demo.
@@ -216,4 +223,171 @@ fn viewer_in_tmux() {
     let s = tmux.wait_for("the viewer to exit", |s| s.contains("EXITED"));
     assert!(s.contains("EXITED 0"), "the viewer failed:\n{s}");
     assert!(!s.contains(" timeline · "), "the viewer's screen is still showing:\n{s}");
+}
+
+/// The shell command that runs the viewer with `args` (each quoted), its
+/// index cache kept in `dir`, then reports the exit status and waits, so
+/// the restored screen can be read after `q`.
+fn viewer_command(dir: &Path, args: &[&str]) -> String {
+    let cache = dir.join("cache");
+    let mut cmd = format!("XDG_CACHE_HOME={} {}", sh_quote(cache.to_str().unwrap()), sh_quote(env!("CARGO_BIN_EXE_tracesight")));
+    for a in args {
+        cmd.push(' ');
+        cmd.push_str(&sh_quote(a));
+    }
+    cmd + "; echo EXITED $?; sleep 30"
+}
+
+/// Quit with `q` and check the viewer exited with 0 and left the screen.
+fn quit_cleanly(tmux: &Tmux) {
+    tmux.keys(&["q"]);
+    let s = tmux.wait_for("the viewer to exit", |s| s.contains("EXITED"));
+    assert!(s.contains("EXITED 0"), "the viewer failed:\n{s}");
+    assert!(!s.contains(" timeline · "), "the viewer's screen is still showing:\n{s}");
+}
+
+/// No error on the status line, no panic message anywhere.
+fn no_error(s: &str) {
+    assert!(!s.contains("error:") && !s.contains("panicked"), "an error on screen:\n{s}");
+}
+
+fn simpleperf_fixtures() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/perf/simpleperf");
+    p.join("perf_etm.data").is_file().then_some(p)
+}
+
+/// simpleperf's capture opened as a new user would: the perf.data with its
+/// binary found through `--symdir`, at 80x24 and on a wide terminal. Its one
+/// CPU (7) is the timeline's lane and the list's CPU column; the binary is
+/// stripped, so its code is named by the binary and the address in it.
+#[test]
+fn viewer_on_simpleperf_perf_data_in_tmux() {
+    if !have_tmux() {
+        eprintln!("note: tmux is not installed; skipping the terminal test");
+        return;
+    }
+    let Some(fixtures) = simpleperf_fixtures() else {
+        eprintln!("note: ../shared/fixtures/perf not found; skipped");
+        return;
+    };
+    for size in [(80, 24), (160, 48)] {
+        let dir = Scratch::new(&format!("simpleperf-{}x{}", size.0, size.1));
+        // The viewer writes the index beside the trace: a copy of it, then.
+        std::fs::copy(fixtures.join("perf_etm.data"), dir.0.join("perf_etm.data")).unwrap();
+        let cmd = viewer_command(&dir.0, &["perf_etm.data", "--symdir", fixtures.to_str().unwrap()]);
+        let tmux = Tmux::start_sized(&dir.0, &cmd, size);
+        let at = format!("{}x{}", size.0, size.1);
+
+        // Indexed: the timeline spans the 220 elements with one lane, CPU 7.
+        let s = tmux.wait_for(&format!("the indexed timeline with a lane for CPU 7 ({at})"), |s| {
+            s.contains(" timeline · element 0–220 ") && s.lines().any(|l| l.starts_with("│cpu7 "))
+        });
+        assert!(s.contains(" elements · committed view · 0 of 220 "), "{at}:\n{s}");
+        let header = s.lines().find(|l| l.contains(" elem ")).unwrap_or_else(|| panic!("no list header ({at}):\n{s}"));
+        assert!(header.contains(" cpu ") && header.contains(" function "), "{at}: header {header:?}");
+        assert!(s.contains("perf_etm.data · CPU 7"), "{at}: the status line names the capture and its CPU:\n{s}");
+        no_error(&s);
+
+        // Element 14 is a range in etm_test_loop: its row shows CPU 7,
+        // trace ID 0x1e and the binary's name.
+        tmux.keys(&["g"]);
+        tmux.text("14");
+        tmux.keys(&["Enter"]);
+        let s = tmux.wait_for(&format!("element 14 in etm_test_loop ({at})"), |s| {
+            s.contains(" 14 of 220 ") && s.lines().any(|l| l.contains("  14   7 1e EL0N  etm_test_loop"))
+        });
+        no_error(&s);
+        // The disassembly of the range comes from the found binary.
+        tmux.keys(&["d"]);
+        let s = tmux.wait_for(&format!("the disassembly of element 14 ({at})"), |s| s.contains("0x582b2b108c  "));
+        no_error(&s);
+        quit_cleanly(&tmux);
+    }
+    // Without --symdir the binary is not found: its gaps say which one.
+    let dir = Scratch::new("simpleperf-nosymdir");
+    std::fs::copy(fixtures.join("perf_etm.data"), dir.0.join("perf_etm.data")).unwrap();
+    let tmux = Tmux::start(&dir.0, &viewer_command(&dir.0, &["perf_etm.data"]));
+    tmux.wait_text(" timeline · element 0–15 ");
+    tmux.keys(&["g"]);
+    tmux.text("12");
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_for("the gap naming the binary not found", |s| {
+        s.lines().any(|l| l.contains("  12   7 1e EL0N") && l.contains("[no image for /data/local/tmp/etm_test_loop"))
+    });
+    no_error(&s);
+    quit_cleanly(&tmux);
+}
+
+/// Build tests/data/synth/threads.c and synthesize its trace as a perf.data
+/// in `dir/out`; None (with a note) without qemu-aarch64 or the cross
+/// compiler.
+fn synth_threads_perf(dir: &Path) -> Option<PathBuf> {
+    let works = |c: &str| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success());
+    if !works("qemu-aarch64") || !works("aarch64-linux-gnu-gcc") {
+        eprintln!("note: qemu-aarch64 or aarch64-linux-gnu-gcc not found; skipped");
+        return None;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/synth/threads.c");
+    let prog = dir.join("threads");
+    let st = Command::new("aarch64-linux-gnu-gcc").args(["-O1", "-g", "-static", "-pthread", "-o"]).arg(&prog).arg(&src).status().unwrap();
+    assert!(st.success(), "building threads.c");
+    let out = dir.join("out");
+    let r = Command::new(env!("CARGO_BIN_EXE_tracesight"))
+        .args(["synth", "--format", "perf", "-o"])
+        .arg(&out)
+        .arg("--")
+        .arg(&prog)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "synth --format perf: {}", String::from_utf8_lossy(&r.stderr));
+    Some(out)
+}
+
+/// A synthesized perf.data of a program with three threads on three CPUs:
+/// a timeline lane per CPU, each CPU's rows, function names from the
+/// program found through `--symdir`, at 80x24 and wide.
+#[test]
+fn viewer_on_synthesized_perf_data_has_a_lane_per_cpu() {
+    if !have_tmux() {
+        eprintln!("note: tmux is not installed; skipping the terminal test");
+        return;
+    }
+    let dir = Scratch::new("synth-perf");
+    let Some(out) = synth_threads_perf(&dir.0) else { return };
+    let data = tracesight::input::perf::PerfData::open(&out.join("perf.data")).unwrap();
+    let mut cpus: Vec<i32> = data.fragments().iter().map(|f| f.cpu).collect();
+    // Elements are numbered in file order: the last is the last fragment's.
+    let last_cpu = *cpus.last().expect("fragments");
+    cpus.sort_unstable();
+    cpus.dedup();
+    assert!(cpus.len() > 1, "threads runs on several CPUs: {cpus:?}");
+    let lanes: Vec<String> = cpus.iter().map(|c| format!("│cpu{c} ")).collect();
+    for size in [(80, 24), (160, 48)] {
+        let at = format!("{}x{}", size.0, size.1);
+        let cmd = viewer_command(&dir.0, &["out/perf.data", "--symdir", out.to_str().unwrap()]);
+        let tmux = Tmux::start_sized(&dir.0, &cmd, size);
+        let s = tmux.wait_for(&format!("a timeline lane per CPU ({at})"), |s| {
+            s.contains(" timeline · timestamp ") && lanes.iter().all(|l| s.lines().any(|x| x.starts_with(l.as_str())))
+        });
+        let lane_rows = s.lines().filter(|l| l.starts_with("│cpu")).count();
+        assert_eq!(lane_rows, cpus.len(), "{at}: one lane per CPU:\n{s}");
+        let label = format!("perf.data · CPUs {}", cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","));
+        assert!(s.contains(&label), "{at}: status line {label:?}:\n{s}");
+        // The program's entry, by name, on CPU 0 (the main thread's).
+        let s = tmux.wait_for(&format!("_start on CPU 0 ({at})"), |s| s.lines().any(|l| l.contains("   0 10 EL0N  _start ")));
+        no_error(&s);
+        // The function search knows the program's functions; the first
+        // entry of the second thread's function is on another CPU.
+        tmux.keys(&["/"]);
+        tmux.text("main");
+        tmux.wait_for(&format!("a hit for main ({at})"), |s| s.lines().any(is_main_hit));
+        tmux.keys(&["Escape"]);
+        tmux.keys(&["End"]);
+        let s = tmux.wait_for(&format!("the last element, on CPU {last_cpu} ({at})"), |s| {
+            s.lines().any(|l| l.contains(&format!("{last_cpu:>3} {:02x} ", 0x10 + last_cpu)))
+                && s.contains(" elements · committed view · ")
+        });
+        no_error(&s);
+        quit_cleanly(&tmux);
+    }
 }

@@ -123,6 +123,35 @@ impl PerfInfo {
         self.threads.get(&tid)
     }
 
+    /// What the trace is, for a status line: `CPU 7`, `CPUs 0,2,3`,
+    /// `8 CPUs`, or `per thread` for a recording without CPU numbers.
+    pub fn cpus_label(&self) -> String {
+        let mut cpus: Vec<i32> = self.data.fragments().iter().filter(|f| !f.data.is_empty()).map(|f| f.cpu).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        match cpus.as_slice() {
+            [] => "no trace data".into(),
+            [c] if *c < 0 => "per thread".into(),
+            [c] => format!("CPU {c}"),
+            c if c.len() <= 4 => format!("CPUs {}", c.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")),
+            c => format!("{} CPUs", c.len()),
+        }
+    }
+
+    /// Why an inaccessible address had no code: the recorded binary that
+    /// maps it and was not found, the kernel without `--kernel`, or no
+    /// mapping at all. None for other elements, and where the binary was
+    /// found (the address lies outside its loaded segments).
+    pub fn missing_image(&self, e: &crate::element::Element) -> Option<String> {
+        let crate::element::ElementKind::AddrNotAccessible { addr, .. } = e.kind else { return None };
+        Some(match self.binary_at(addr) {
+            Some(b) if b.found.is_none() => format!("no image for {} (mapped at 0x{:x})", b.filename, b.addr),
+            Some(_) => return None,
+            None if addr >= 0xffff_0000_0000_0000 => "no kernel image (give --kernel vmlinux)".into(),
+            None => "no recorded mapping holds this address".into(),
+        })
+    }
+
     /// The binary whose mapping holds `addr`.
     pub fn binary_at(&self, addr: u64) -> Option<&Binary> {
         self.binaries.iter().find(|b| b.addr <= addr && addr - b.addr < b.len)
@@ -304,6 +333,7 @@ fn threads(data: &PerfData) -> BTreeMap<u32, Thread> {
 fn find_binaries(data: &PerfData, copts: &CaptureOptions) -> (Vec<Binary>, Vec<String>) {
     let mut out: Vec<Binary> = Vec::new();
     let mut notes = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
     for m in data.mmaps() {
         if m.prot.is_some_and(|p| p & 4 == 0) || m.len == 0 {
             continue;
@@ -339,12 +369,18 @@ fn find_binaries(data: &PerfData, copts: &CaptureOptions) -> (Vec<Binary>, Vec<S
                 Err(e) => b.note = Some(format!("{}: {e}", f.path().display())),
             }
         }
-        if b.found.is_none() && !b.kernel {
+        if b.found.is_none() && !b.kernel && b.note.is_none() {
+            // Simply absent: one line for all of them below, since a
+            // recording maps dozens of libraries the trace may never enter.
+            if !missing.contains(&b.filename) {
+                missing.push(b.filename.clone());
+            }
+        } else if b.found.is_none() && !b.kernel {
             notes.push(format!(
                 "{}{}: not found ({}); its code at 0x{:x}..0x{:x} is not decoded",
                 b.filename,
                 build_id.map(|i| format!(" (build id {})", i.hex())).unwrap_or_default(),
-                b.note.clone().unwrap_or_else(|| "give --symdir DIR or --image FILE".into()),
+                b.note.clone().unwrap_or_default(),
                 b.addr,
                 b.addr.wrapping_add(b.len)
             ));
@@ -352,6 +388,15 @@ fn find_binaries(data: &PerfData, copts: &CaptureOptions) -> (Vec<Binary>, Vec<S
             notes.push(format!("{}: {n}", b.filename));
         }
         out.push(b);
+    }
+    if data.has_trace_data() && !missing.is_empty() {
+        notes.push(format!(
+            "{} mapped file{} not found, {} code is not decoded (give --symdir DIR or --image FILE; `tracesight info` lists the mappings): {}",
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" },
+            if missing.len() == 1 { "its" } else { "their" },
+            missing.join(", ")
+        ));
     }
     (out, notes)
 }

@@ -431,6 +431,20 @@ impl Symbolizer {
         &self.images
     }
 
+    /// A name for `addr` when `loc` (its location) lies in an image with
+    /// neither symbols nor debug information, as recorded binaries often
+    /// are: the file name and the link-time address, which is what
+    /// `objdump -d` of that file shows. None where there is anything better
+    /// or no image at all.
+    pub fn stripped_label(&self, loc: &Location<'_>, addr: u64) -> Option<String> {
+        let im = self.images.get(loc.image?)?;
+        if loc.function.is_some() || im.detail() != Detail::Address {
+            return None;
+        }
+        let name = im.path.file_name().map_or_else(|| im.path.to_string_lossy(), |n| n.to_string_lossy());
+        Some(format!("{name}+{:#x}", addr.wrapping_sub(im.bias)))
+    }
+
     /// The image covering `addr` (by its sections), with its index.
     #[inline]
     pub fn image_at(&self, addr: u64) -> Option<(usize, &Image)> {

@@ -243,15 +243,20 @@ fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut d
                         if corrected {
                             row.state = model::RowState::Corrected;
                         }
+                        // A perf.data gap says which recorded binary was not
+                        // found, as `decode` does; first, since a narrow
+                        // column cuts the end.
+                        if let Some(m) = cap.perf.as_ref().and_then(|p| p.missing_image(element)) {
+                            row.text = format!("[{m}] {}", row.text);
+                            row.brief = format!("[{m}] {}", row.brief);
+                        }
                         if let (Some(c), Some(a)) = (cursor.as_mut(), row.addr) {
                             let loc = c.locate(a);
-                            row.function = loc.function.map(|f| {
-                                if loc.offset == 0 {
-                                    f.name().to_string()
-                                } else {
-                                    format!("{}+{:#x}", f.name(), loc.offset)
-                                }
-                            });
+                            row.function = match loc.function {
+                                Some(f) if loc.offset == 0 => Some(f.name().to_string()),
+                                Some(f) => Some(format!("{}+{:#x}", f.name(), loc.offset)),
+                                None => cap.symbols.as_ref().and_then(|s| s.stripped_label(&loc, a)),
+                            };
                         }
                         entries.push(Entry { notes: std::mem::take(&mut notes), pre: std::mem::take(&mut pre), row });
                     }
@@ -294,7 +299,11 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
     };
     let info = CaptureInfo {
         path: cap.path.clone(),
-        buffer: cap.plan.buffer.name.clone(),
+        buffer: match (&cap.perf, copts.cpu) {
+            (Some(_), Some(c)) => format!("CPU {c}"),
+            (Some(p), None) => p.cpus_label(),
+            (None, _) => cap.plan.buffer.name.clone(),
+        },
         bytes: cap.file.bytes().len() as u64,
         sources: cap
             .plan
