@@ -139,6 +139,7 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
     }
     opts.elements = !args.packets;
     let mut cursor = if json { cap.symbols.as_ref().map(|s| s.cursor()) } else { None };
+    super::refuse_input_output(args.output.as_deref(), &args.path, None, &args.images)?;
     let mut out = Output::new(args.output.as_deref())?;
     if cap.fragments.is_empty() {
         eprintln!("tracesight: {}: no trace data to decode", args.path.display());
