@@ -181,7 +181,7 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
                         packet.write_json(&mut out.buf, source.trace_id.unwrap_or(stream_id), raw);
                         out.buf.push('\n');
                     } else {
-                        packet.write_opencsd(&mut out.buf, source, stream_id, raw);
+                        packet.write_opencsd(&mut out.buf, source, stream_id, raw, args.packets);
                     }
                 }
                 Event::Skipped { trace_id, reason } => {

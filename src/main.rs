@@ -563,7 +563,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                 Event::Packet { .. } if !show_packets => {}
                 Event::Packet { source, stream_id, packet, raw } => {
                     if opencsd {
-                        packet.write_opencsd(&mut out.buf, source, stream_id, raw);
+                        packet.write_opencsd(&mut out.buf, source, stream_id, raw, !elements);
                     } else {
                         packet.write_json(&mut out.buf, source.trace_id.unwrap_or(stream_id), raw);
                         out.buf.push('\n');

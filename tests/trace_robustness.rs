@@ -10,10 +10,11 @@ fn fixtures() -> Option<PathBuf> {
 }
 
 /// An unformatted single-source snapshot: the `.ini` files of `fixture`
-/// with `source` as the only trace source, reading `trace`.
-fn raw_snapshot(fixture: &str, source: &str, trace: &[u8]) -> Option<PathBuf> {
+/// with `source` as the only trace source, reading `trace` (`tag` keeps
+/// tests running side by side apart).
+fn raw_snapshot(tag: &str, fixture: &str, source: &str, trace: &[u8]) -> Option<PathBuf> {
     let src = fixtures()?.join(fixture);
-    let dst = std::env::temp_dir().join(format!("tracesight-trcrob-{fixture}-{source}-{}", std::process::id()));
+    let dst = std::env::temp_dir().join(format!("tracesight-trcrob-{tag}-{fixture}-{source}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dst);
     std::fs::create_dir_all(&dst).unwrap();
     for e in std::fs::read_dir(&src).unwrap() {
@@ -29,6 +30,9 @@ fn raw_snapshot(fixture: &str, source: &str, trace: &[u8]) -> Option<PathBuf> {
     );
     std::fs::write(dst.join("trace.ini"), ini).unwrap();
     std::fs::write(dst.join("cstrace.bin"), trace).unwrap();
+    // The memory image is not needed (no instructions get decoded), but a
+    // missing dump file stops a full decode.
+    std::fs::write(dst.join("kernel_dump.bin"), b"").unwrap();
     Some(dst)
 }
 
@@ -86,7 +90,7 @@ fn assert_tiles(spans: &[(u64, u64, u64)], total: u64, what: &str) {
 fn etm4_zero_run_offsets_advance() {
     let zeros = 4096;
     let trace = zero_run(zeros);
-    let Some(dir) = raw_snapshot("juno_r1_1", "ETM_0", &trace) else { return };
+    let Some(dir) = raw_snapshot("run", "juno_r1_1", "ETM_0", &trace) else { return };
     let text = packets(&dir, "opencsd");
     let single: Vec<&str> = text.lines().filter(|l| l.contains("[0x00 ];\tI_ASYNC")).collect();
     // 4096 zeros: 11 go into the A-sync, the rest are reported singly.
@@ -110,7 +114,7 @@ fn etm3_and_ptm_zero_runs_advance() {
     let trace = zero_run(4096);
     let total = trace.len() as u64;
     for source in ["ETM_0", "PTM_0"] {
-        let Some(dir) = raw_snapshot("TC2", source, &trace) else { return };
+        let Some(dir) = raw_snapshot("run", "TC2", source, &trace) else { return };
         let s = spans(&packets(&dir, "jsonl"));
         assert!(s.iter().all(|&(i, o, _)| i == o), "{source}: no separate offsets");
         if source == "ETM_0" {
@@ -119,6 +123,32 @@ fn etm3_and_ptm_zero_runs_advance() {
             assert!(s.windows(2).all(|w| w[0].0 < w[1].0), "{source}: index did not advance");
             assert!(s.iter().any(|&(_, _, n)| n > 0), "{source}: nothing listed");
         }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+fn decode_text(dir: &Path, extra: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_tracesight")).arg("decode").args(extra).arg(dir).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Fidelity: trc_pkt_lister 1.8.0 prints an ETMv3/PTM packet parser's
+/// error message only when it lists packets (no `-decode`): in a full decode
+/// the error logger is attached to the decoder alone. The message used to be
+/// printed before the packet line of a decode run too, glued to it.
+#[test]
+fn etm3_and_ptm_parser_errors_only_in_packet_listings() {
+    let trace = zero_run(40);
+    for (source, prefix) in [("ETM_0", "PKTP_ETMV3"), ("PTM_0", "PKTP_PTM")] {
+        let Some(dir) = raw_snapshot("err", "TC2", source, &trace) else { return };
+        let packets_only = decode_text(&dir, &["--packets"]);
+        assert!(packets_only.contains(prefix), "{source}: --packets lists the parser's messages");
+        let full = decode_text(&dir, &[]);
+        assert!(!full.contains(prefix), "{source}: a full decode has no parser messages:\n{full}");
+        // The packet lines themselves are the same in both.
+        let lines = |t: &str| t.lines().filter(|l| l.starts_with("Idx:") && l.contains("; [")).count();
+        assert_eq!(lines(&full), packets_only.lines().filter(|l| l.contains("; [")).count(), "{source}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
