@@ -38,7 +38,7 @@ fn main() {
                 }
             }
             Event::Packet { stream_id, packet, raw, source } if out.is_some() => {
-                packet.write_opencsd(&mut buf, source, stream_id, raw);
+                packet.write_opencsd(&mut buf, source, stream_id, raw, false);
             }
             _ => {}
         }

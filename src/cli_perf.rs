@@ -127,6 +127,7 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
     }
     opts.elements = !args.packets;
     let mut cursor = if json { cap.symbols.as_ref().map(|s| s.cursor()) } else { None };
+    super::refuse_input_output(args.output.as_deref(), &args.path, None, &args.images)?;
     let mut out = Output::new(args.output.as_deref())?;
     if cap.fragments.is_empty() {
         eprintln!("tracesight: {}: no trace data to decode", args.path.display());
@@ -168,7 +169,7 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
                         packet.write_json(&mut out.buf, source.trace_id.unwrap_or(stream_id), raw);
                         out.buf.push('\n');
                     } else {
-                        packet.write_opencsd(&mut out.buf, source, stream_id, raw);
+                        packet.write_opencsd(&mut out.buf, source, stream_id, raw, args.packets);
                     }
                 }
                 Event::Skipped { trace_id, reason } => {

@@ -13,6 +13,7 @@ pub mod frame;
 pub mod image;
 pub mod index;
 pub mod input;
+pub mod outfile;
 pub mod profile;
 pub mod protocol;
 pub mod session;

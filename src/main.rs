@@ -313,7 +313,7 @@ impl Drop for Output {
     /// An output that was never completed leaves no temporary file behind.
     fn drop(&mut self) {
         if let Some((tmp, _)) = &self.tmp {
-            let _ = fs::remove_file(tmp);
+            tracesight::outfile::discard(tmp);
         }
     }
 }
@@ -323,9 +323,8 @@ impl Output {
         match path {
             None => Ok(Output { buf: String::with_capacity(1 << 20), out: Box::new(io::stdout().lock()), tmp: None }),
             Some(p) => {
-                let name = p.file_name().ok_or_else(|| format!("{}: not a file name", p.display()))?;
-                let tmp = p.with_file_name(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-                let f = fs::File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+                tracesight::outfile::remove_on_signals();
+                let (tmp, f) = tracesight::outfile::create_temp(p).map_err(|e| e.to_string())?;
                 Ok(Output {
                     buf: String::with_capacity(1 << 20),
                     out: Box::new(io::BufWriter::with_capacity(1 << 20, f)),
@@ -359,13 +358,23 @@ impl Output {
         }
         self.out = Box::new(io::sink());
         if let Some((tmp, dest)) = self.tmp.take() {
-            fs::rename(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
+            tracesight::outfile::commit(&tmp, &dest).map_err(|e| format!("{}: {e}", dest.display()))?;
         }
         Ok(())
     }
 }
 
 use tracesight::capture::open_snapshot;
+
+/// Refuse an output file that is one of the run's inputs: the capture file
+/// itself (a perf.data), a file of its snapshot, or an `--image` ELF.
+fn refuse_input_output(out: Option<&Path>, capture: &Path, snap: Option<&Snapshot>, images: &[String]) -> Result<(), String> {
+    let Some(out) = out else { return Ok(()) };
+    let mut inputs = vec![capture.to_path_buf()];
+    inputs.extend(snap.map(Snapshot::input_files).unwrap_or_default());
+    inputs.extend(images.iter().filter_map(|a| tracesight::image::elf::parse_image_arg(a).ok()).map(|(p, _)| p));
+    tracesight::outfile::refuse_inputs(out, &inputs).map_err(|e| e.to_string())
+}
 
 /// OpenCSD's environment switches, honoured for scripts written for it.
 fn env_flag(name: &str) -> bool {
@@ -429,6 +438,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
         Some(sym)
     };
     let mut cursor = symbolizer.as_ref().map(|s| s.cursor());
+    refuse_input_output(args.output.as_deref(), &args.path, Some(&snap), &args.images)?;
     let mut out = Output::new(args.output.as_deref())?;
     if opencsd && args.seek.is_none() {
         out.buf.push_str(&format!("Trace Packet Lister : reading snapshot from path {}\n", args.path.display()));
@@ -553,7 +563,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                 Event::Packet { .. } if !show_packets => {}
                 Event::Packet { source, stream_id, packet, raw } => {
                     if opencsd {
-                        packet.write_opencsd(&mut out.buf, source, stream_id, raw);
+                        packet.write_opencsd(&mut out.buf, source, stream_id, raw, !elements);
                     } else {
                         packet.write_json(&mut out.buf, source.trace_id.unwrap_or(stream_id), raw);
                         out.buf.push('\n');
@@ -729,6 +739,8 @@ fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
     if to < from {
         return Err(format!("--to {}: element {to} comes before the --from element {from}", args.to.unwrap_or_default()));
     }
+    refuse_input_output(Some(&args.output), &cap.path, cap.snapshot.as_ref(), &cap.image_args)?;
+    tracesight::outfile::remove_on_signals();
     let req = ExportRequest { from, to, format, path: args.output.clone() };
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let todo = to - from;

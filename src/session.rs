@@ -304,9 +304,14 @@ pub enum PacketRef<'a> {
 }
 
 impl PacketRef<'_> {
-    /// The trc_pkt_lister `-decode` line (with newline), preceded by the
-    /// parser's error message for a malformed packet, as the lister prints it.
-    pub fn write_opencsd(&self, out: &mut String, source: &Source, stream_id: u8, raw: &[u8]) {
+    /// The trc_pkt_lister packet line (with newline). With `parser_errors`
+    /// (a packets-only listing) an ETMv3/PTM parser's error message for a
+    /// malformed packet comes first, as the lister prints it without
+    /// `-decode`. In a full decode OpenCSD 1.8.0 gives the error logger to
+    /// the decoder only (`DecoderMngrBase::createDecoder` hands back the
+    /// decoder, `DecodeTree` attaches the logger to that), so the packet
+    /// processor's messages go nowhere.
+    pub fn write_opencsd(&self, out: &mut String, source: &Source, stream_id: u8, raw: &[u8], parser_errors: bool) {
         let trace_id = source.trace_id.unwrap_or(stream_id);
         match self {
             PacketRef::Etm4(p) => {
@@ -314,11 +319,15 @@ impl PacketRef<'_> {
                 crate::protocol::etm4::display::write_opencsd_line(out, stream_id, p, raw, ete)
             }
             PacketRef::Ptm(p) => {
-                crate::protocol::ptm::display::write_parser_error(out, trace_id, p);
+                if parser_errors {
+                    crate::protocol::ptm::display::write_parser_error(out, trace_id, p);
+                }
                 crate::protocol::ptm::display::write_opencsd_line(out, stream_id, p, raw)
             }
             PacketRef::Etm3(p) => {
-                crate::protocol::etm3::display::write_parser_error(out, trace_id, p);
+                if parser_errors {
+                    crate::protocol::etm3::display::write_parser_error(out, trace_id, p);
+                }
                 crate::protocol::etm3::display::write_opencsd_line(out, stream_id, p, raw)
             }
         }

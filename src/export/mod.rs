@@ -219,20 +219,10 @@ struct TempFile {
 
 impl TempFile {
     fn create(dest: &Path) -> Result<TempFile, ExportError> {
-        static SERIAL: AtomicU64 = AtomicU64::new(0);
-        let io_err = |error| ExportError::Io { path: dest.to_path_buf(), error };
-        let name = dest
-            .file_name()
-            .ok_or_else(|| io_err(io::Error::new(io::ErrorKind::InvalidInput, "not a file name")))?;
-        // Unique per process and per export, so concurrent exports (a viewer
-        // may run several) never share a temporary file.
-        let tmp = dest.with_file_name(format!(
-            ".{}.tmp-{}-{}",
-            name.to_string_lossy(),
-            std::process::id(),
-            SERIAL.fetch_add(1, Ordering::Relaxed)
-        ));
-        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io_err)?;
+        let (tmp, file) = crate::outfile::create_temp(dest).map_err(|e| match e {
+            crate::outfile::OutputError::Io { error, .. } => ExportError::Io { path: dest.to_path_buf(), error },
+            other => ExportError::Io { path: dest.to_path_buf(), error: io::Error::new(io::ErrorKind::InvalidInput, other.to_string()) },
+        })?;
         Ok(TempFile { tmp, dest: dest.to_path_buf(), file: Some(file), bytes: 0 })
     }
 
@@ -251,7 +241,7 @@ impl TempFile {
         // Errors that a close would swallow show up here instead.
         f.sync_data().map_err(io_err)?;
         drop(f);
-        std::fs::rename(&self.tmp, &self.dest).map_err(io_err)?;
+        crate::outfile::commit(&self.tmp, &self.dest).map_err(io_err)?;
         self.tmp = PathBuf::new();
         Ok(self.bytes)
     }
@@ -261,7 +251,7 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         self.file = None;
         if !self.tmp.as_os_str().is_empty() {
-            let _ = std::fs::remove_file(&self.tmp);
+            crate::outfile::discard(&self.tmp);
         }
     }
 }

@@ -570,6 +570,17 @@ impl Snapshot {
         });
     }
 
+    /// Every file the snapshot reads: `snapshot.ini`, the trace metadata,
+    /// device files, memory dumps and trace buffers. An output must never
+    /// be one of them.
+    pub fn input_files(&self) -> Vec<PathBuf> {
+        let mut v = vec![self.dir.join("snapshot.ini"), self.dir.join(&self.trace_metadata)];
+        v.extend(self.devices.iter().map(|d| d.path.clone()));
+        v.extend(self.devices.iter().flat_map(|d| d.dumps.iter().map(|r| self.dir.join(&r.file))));
+        v.extend(self.buffers.iter().map(|b| b.path.clone()));
+        v
+    }
+
     /// Trace buffers in `[bufferN]` section order.
     pub fn buffers(&self) -> &[TraceBuffer] {
         &self.buffers

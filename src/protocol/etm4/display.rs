@@ -249,7 +249,12 @@ fn exception_str(out: &mut String, pkt: &Packet) {
 /// One JSON object (no trailing newline) with the packet's typed fields.
 pub fn write_json(out: &mut String, trace_id: u8, pkt: &Packet, raw: &[u8]) {
     use PacketType as P;
-    let _ = write!(out, "{{\"index\":{},\"id\":{},\"type\":\"{}\",\"bytes\":\"", pkt.index, trace_id, pkt.ptype.name());
+    let _ = write!(out, "{{\"index\":{},", pkt.index);
+    if pkt.offset != pkt.index {
+        // Only the surplus zeros before an A-sync, where OpenCSD's index stays put.
+        let _ = write!(out, "\"offset\":{},", pkt.offset);
+    }
+    let _ = write!(out, "\"id\":{},\"type\":\"{}\",\"bytes\":\"", trace_id, pkt.ptype.name());
     for b in raw {
         let _ = write!(out, "{b:02x}");
     }

@@ -386,6 +386,14 @@ pub struct QInfo {
 pub struct Packet {
     /// Offset in the captured buffer of the packet's first byte.
     pub index: u64,
+    /// Where the packet's bytes start in the buffer. Equal to `index` except
+    /// for the surplus zeros before an A-sync, which the unsynchronised parser
+    /// reports one byte at a time: OpenCSD 1.8.0 gives every one of them the
+    /// index where the run of zeros began (`iPktASync` in
+    /// trc_pkt_proc_etmv4i.cpp), so `index` repeats while this advances. Not
+    /// part of the saved state: set before every packet is reported.
+    #[serde(skip)]
+    pub offset: u64,
     /// The packet type; for error packets the error type.
     pub ptype: PacketType,
     /// For error packets, the type that was being parsed.
@@ -427,6 +435,7 @@ impl Packet {
     pub(crate) fn start_state() -> Packet {
         Packet {
             index: 0,
+            offset: 0,
             ptype: PacketType::NotSync,
             err_type: PacketType::NoErrType,
             err_header: 0,

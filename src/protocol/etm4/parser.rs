@@ -132,6 +132,10 @@ pub struct Etm4Parser {
     bytes_in: u64,
     /// The sink asked to stop during the current push.
     stopped: bool,
+    /// Buffer offset of `buf[0]`, for [`Packet::offset`] (not saved: a
+    /// saved state is taken between packets).
+    #[serde(skip)]
+    buf_first: u64,
 }
 
 fn unset_table() -> [(PacketType, Handler); 256] {
@@ -210,6 +214,7 @@ impl Etm4Parser {
             dump_unsynced: 0,
             bytes_in: 0,
             stopped: false,
+            buf_first: 0,
         };
         p.reset();
         p
@@ -280,6 +285,9 @@ impl Etm4Parser {
                 State::Data => {
                     while pos < data.len() && self.state == State::Data {
                         let b = data[pos];
+                        if self.buf.is_empty() {
+                            self.buf_first = self.block_index + pos as u64;
+                        }
                         self.buf.push(b);
                         pos += 1;
                         self.byte(b, pos);
@@ -323,14 +331,22 @@ impl Etm4Parser {
 
     fn output<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, sink: &mut F) {
         self.pkt.index = self.packet_index;
+        self.pkt.offset = self.buf_start();
         if !sink(&self.pkt, &self.buf) {
             self.stopped = true;
         }
     }
 
+    /// Where the buffered bytes begin (never before the packet's index, which
+    /// after a load is all that is known).
+    fn buf_start(&self) -> u64 {
+        self.buf_first.max(self.packet_index)
+    }
+
     fn output_unsynced<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, sink: &mut F) {
         let n = self.dump_unsynced.min(self.buf.len());
         self.pkt.index = self.packet_index;
+        self.pkt.offset = self.buf_start();
         self.pkt.first_not_sync = !self.sent_not_sync;
         if !sink(&self.pkt, &self.buf[..n]) {
             self.stopped = true;
@@ -338,6 +354,7 @@ impl Etm4Parser {
         self.pkt.first_not_sync = false;
         self.sent_not_sync = true;
         self.buf.drain(..n);
+        self.buf_first += n as u64;
     }
 
     fn init_packet(&mut self) {
@@ -1174,6 +1191,7 @@ impl Etm4Parser {
             };
             self.pkt.ptype = ptype;
             self.pkt.index = index + pos as u64;
+            self.pkt.offset = self.pkt.index;
             let go_on = sink(&self.pkt, &data[pos..pos + n]);
             pos += n;
             if !go_on {

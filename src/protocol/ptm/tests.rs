@@ -616,7 +616,7 @@ fn resumed_raw_session_keeps_the_previous_block() {
         let mut out = String::new();
         let mut on = |ev: Event<'_>| {
             if let Event::Packet { source, stream_id, packet, raw } = ev {
-                packet.write_opencsd(&mut out, source, stream_id, raw);
+                packet.write_opencsd(&mut out, source, stream_id, raw, true);
             }
         };
         let mut r = Runner::new(&plan, &opts);
