@@ -115,6 +115,7 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
         aa64_opcode_check: args.aa64_opcode_check || env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
         instr_range_limit: limit,
         speculation: false,
+        recover: args.recover,
     };
     let cap = open(&args.path, &args.images, &args.perf, decoder)?;
     let json = args.format == Format::Jsonl;

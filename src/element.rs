@@ -98,6 +98,10 @@ pub enum UnsyncReason {
     BadPacket,
     BadImage,
     EndOfTrace,
+    /// Recovery mode only (not an OpenCSD reason): the decoder met an error
+    /// at which OpenCSD stops the whole data path, dropped what it held and
+    /// waits for the next sync point instead.
+    FatalError,
 }
 
 impl UnsyncReason {
@@ -111,6 +115,38 @@ impl UnsyncReason {
             UnsyncReason::BadPacket => "bad-packet",
             UnsyncReason::BadImage => "bad-program-image",
             UnsyncReason::EndOfTrace => "end-of-trace",
+            UnsyncReason::FatalError => "fatal-error-resync",
+        }
+    }
+
+    /// OpenCSD's `unsync_info_t` value (`ocsd_gen_trc_elem_t` payload); 8
+    /// for [`UnsyncReason::FatalError`], which OpenCSD does not have.
+    pub fn code(self) -> u32 {
+        match self {
+            UnsyncReason::Undefined => 0,
+            UnsyncReason::InitDecoder => 1,
+            UnsyncReason::ResetDecoder => 2,
+            UnsyncReason::Overflow => 3,
+            UnsyncReason::Discard => 4,
+            UnsyncReason::BadPacket => 5,
+            UnsyncReason::BadImage => 6,
+            UnsyncReason::EndOfTrace => 7,
+            UnsyncReason::FatalError => 8,
+        }
+    }
+
+    /// The reason of a [`UnsyncReason::code`]; unknown values are `Undefined`.
+    pub fn from_code(code: u32) -> UnsyncReason {
+        match code {
+            1 => UnsyncReason::InitDecoder,
+            2 => UnsyncReason::ResetDecoder,
+            3 => UnsyncReason::Overflow,
+            4 => UnsyncReason::Discard,
+            5 => UnsyncReason::BadPacket,
+            6 => UnsyncReason::BadImage,
+            7 => UnsyncReason::EndOfTrace,
+            8 => UnsyncReason::FatalError,
+            _ => UnsyncReason::Undefined,
         }
     }
 }

@@ -63,6 +63,8 @@ impl CaptureArgs {
             decoder: DecoderOptions {
                 instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
                 aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
+                // The viewer and export keep going after damage.
+                recover: true,
                 ..DecoderOptions::default()
             },
             no_auto_images: false,
@@ -161,6 +163,12 @@ struct DecodeArgs {
     /// branches.
     #[arg(long, default_value_t = 0)]
     instr_range_limit: u32,
+    /// Keep going after a fatal decoder error (where trc_pkt_lister stops the
+    /// whole buffer): report the gap (a message and a NO_SYNC element with
+    /// reason fatal-error-resync) and resume at the trace ID's next sync
+    /// point. The viewer, export and profile always decode this way.
+    #[arg(long)]
+    recover: bool,
     /// Only this trace ID, in hex (repeatable). For an unformatted buffer the
     /// packets are listed under ID 0, as trc_pkt_lister does.
     #[arg(long = "id", value_parser = parse_hex_id)]
@@ -459,6 +467,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
             aa64_opcode_check: args.aa64_opcode_check || env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
             instr_range_limit: limit,
             speculation: args.speculation,
+            recover: args.recover,
         },
         after_reset: false,
         quiet_ends: false,

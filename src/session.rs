@@ -342,6 +342,27 @@ impl PacketRef<'_> {
         }
     }
 
+    /// True for an alignment synchronisation packet (A-sync), where a
+    /// decoder that lost the stream starts to look for its way back.
+    pub fn is_async(&self) -> bool {
+        match self {
+            PacketRef::Etm4(p) => p.ptype == crate::protocol::etm4::packet::PacketType::Async,
+            PacketRef::Ptm(p) => p.ptype == crate::protocol::ptm::PtmPacketType::ASync,
+            PacketRef::Etm3(p) => p.ptype == crate::protocol::etm3::PacketType::ASync,
+        }
+    }
+
+    /// True for the packet that gives a decoder its full state after an
+    /// A-sync: Trace Info (ETE/ETMv4) or I-sync (PTM, ETMv3).
+    pub fn is_state_sync(&self) -> bool {
+        use crate::protocol::etm3::PacketType as E3;
+        match self {
+            PacketRef::Etm4(p) => p.ptype == crate::protocol::etm4::packet::PacketType::TraceInfo,
+            PacketRef::Ptm(p) => p.ptype == crate::protocol::ptm::PtmPacketType::ISync,
+            PacketRef::Etm3(p) => matches!(p.ptype, E3::ISync | E3::ISyncCycle),
+        }
+    }
+
     /// Offset of the packet's first byte.
     pub fn index(&self) -> u64 {
         match self {
@@ -409,6 +430,8 @@ pub struct RunSummary {
 struct Chain {
     proto: Proto,
     source: usize,
+    /// Recovery mode ([`DecoderOptions::recover`]).
+    recover: bool,
 }
 
 /// The protocol-specific half of a [`Chain`].
@@ -430,12 +453,17 @@ pub struct Counts {
     pub instructions: u64,
 }
 
-/// Feed one packet to an optional decoder; false when it stopped the data path.
+/// Feed one packet to an optional decoder; false when it stopped the data
+/// path. In recovery mode a decoder that stops is taken past the error to
+/// wait for the next sync point instead (see [`DecoderOptions::recover`]).
 macro_rules! decode_packet {
-    ($decoder:expr, $pk:expr, $source:expr, $on_event:expr, $counts:expr) => {
+    ($decoder:expr, $recover:expr, $pk:expr, $source:expr, $on_event:expr, $counts:expr) => {
         match $decoder {
             Some(d) => {
                 d.packet($pk, &mut |o| forward($source, o, $on_event, $counts));
+                if $recover && d.is_fatal() {
+                    d.recover(&mut |o| forward($source, o, $on_event, $counts));
+                }
                 !d.is_fatal()
             }
             None => true,
@@ -480,7 +508,7 @@ impl Chain {
             },
             SourceKind::Unsupported { .. } => return None,
         };
-        Some(Chain { proto, source: si })
+        Some(Chain { proto, source: si, recover: opts.decoder.recover })
     }
 
     fn is_fatal(&self) -> bool {
@@ -510,12 +538,13 @@ impl Chain {
         counts: &mut Counts,
     ) -> bool {
         let source = &plan.sources[self.source];
+        let recover = self.recover;
         match &mut self.proto {
             Proto::Etm4 { parser, decoder } => {
                 parser.push_until(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
                     counts.packets += 1;
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
-                    decode_packet!(decoder, pk, source, on_event, counts)
+                    decode_packet!(decoder, recover, pk, source, on_event, counts)
                 });
             }
             Proto::Ptm { parser, decoder, prev } => {
@@ -526,7 +555,7 @@ impl Chain {
                 parser.push_with_overread(index, bytes, overread, &mut |pk: &PtmPacket, raw: &[u8]| {
                     counts.packets += 1;
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw });
-                    decode_packet!(decoder, pk, source, on_event, counts)
+                    decode_packet!(decoder, recover, pk, source, on_event, counts)
                 });
                 if let Some(p) = prev {
                     p.clear();
@@ -537,7 +566,7 @@ impl Chain {
                 parser.push_until(index, bytes, &mut |pk: &Etm3Packet, raw: &[u8]| {
                     counts.packets += 1;
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm3(pk), raw });
-                    decode_packet!(decoder, pk, source, on_event, counts)
+                    decode_packet!(decoder, recover, pk, source, on_event, counts)
                 });
             }
         }
@@ -546,14 +575,13 @@ impl Chain {
 
     fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut Counts) {
         let source = &plan.sources[self.source];
+        let recover = self.recover;
         macro_rules! flush {
             ($parser:expr, $decoder:expr, $pkty:ty, $variant:ident) => {{
                 $parser.finish(&mut |pk: &$pkty, raw: &[u8]| {
                     counts.packets += 1;
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::$variant(pk), raw });
-                    if let Some(d) = $decoder.as_mut() {
-                        d.packet(pk, &mut |o| forward(source, o, on_event, counts));
-                    }
+                    decode_packet!($decoder.as_mut(), recover, pk, source, on_event, counts);
                 });
                 if let Some(d) = $decoder.as_mut() {
                     if !d.is_fatal() {
@@ -1093,9 +1121,13 @@ impl<F: FnMut(Event<'_>)> FrameSink for DemuxSink<'_, '_, F> {
     fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow {
         let plan = self.plan;
         match &mut self.slots[id as usize & 0x7f] {
-            Slot::Chain(_) if bytes.is_empty() => {
+            Slot::Chain(c) if bytes.is_empty() => {
                 // OpenCSD's packet processors reject an empty block as a fatal
-                // data-path error, which ends the whole decode.
+                // data-path error, which ends the whole decode; an empty block
+                // holds nothing to lose, so recovery mode passes over it.
+                if c.recover {
+                    return Flow::Continue;
+                }
                 *self.fatal = Some(format!("zero-length data block for trace ID 0x{id:x}"));
                 Flow::Stop
             }

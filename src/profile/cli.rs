@@ -243,6 +243,8 @@ pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, String
         source: args.source.clone(),
         dstream: args.dstream,
         symdirs: if perf { args.symdirs.clone() } else { Vec::new() },
+        // A profile keeps going after damage (see `decode --recover`).
+        decoder: crate::protocol::etm4::decoder::DecoderOptions { recover: true, ..Default::default() },
         ..CaptureOptions::default()
     };
     let cap = Capture::open(path, &copts)?;

@@ -21,3 +21,17 @@ pub(crate) fn check_state(proto: &str, checks: &[(bool, &str)]) -> Result<(), St
         Some((_, what)) => Err(format!("{proto} state: {what} is out of range")),
     }
 }
+
+/// The decoder message of recovery mode (`DecoderOptions::recover`), given
+/// where OpenCSD would stop the data path: what the decoder dropped and from
+/// where it goes on. `tag` is the decoder's message prefix (`DCD_ETMV4`).
+pub(crate) fn recovery_message(tag: &str, trace_id: u8, index: u64, dropped: Option<usize>, sync: &str) -> String {
+    let dropped = match dropped {
+        Some(n) => format!("{n} unresolved trace elements dropped"),
+        None => "held-back elements dropped".to_string(),
+    };
+    format!(
+        "{tag}_{trace_id:04} : recovery: fatal error at TrcIdx={index} (OpenCSD stops the data path here); \
+         {dropped}; no elements until the next {sync}."
+    )
+}

@@ -72,32 +72,6 @@ const ON_NORMAL: u32 = 0;
 const ON_OVERFLOW: u32 = 1;
 const ON_DEBUG: u32 = 2;
 
-fn unsync_code(r: UnsyncReason) -> u32 {
-    match r {
-        UnsyncReason::Undefined => 0,
-        UnsyncReason::InitDecoder => 1,
-        UnsyncReason::ResetDecoder => 2,
-        UnsyncReason::Overflow => 3,
-        UnsyncReason::Discard => 4,
-        UnsyncReason::BadPacket => 5,
-        UnsyncReason::BadImage => 6,
-        UnsyncReason::EndOfTrace => 7,
-    }
-}
-
-fn unsync_reason(code: u32) -> UnsyncReason {
-    match code {
-        1 => UnsyncReason::InitDecoder,
-        2 => UnsyncReason::ResetDecoder,
-        3 => UnsyncReason::Overflow,
-        4 => UnsyncReason::Discard,
-        5 => UnsyncReason::BadPacket,
-        6 => UnsyncReason::BadImage,
-        7 => UnsyncReason::EndOfTrace,
-        _ => UnsyncReason::Undefined,
-    }
-}
-
 /// The decoder's PE context (OpenCSD `ocsd_pe_context`).
 #[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Ctx {
@@ -397,6 +371,21 @@ impl Etm3Decoder {
         self.fatal
     }
 
+    /// Recovery mode (not OpenCSD): after a fatal error, say so (a message,
+    /// and a `NO_SYNC [fatal-error-resync]` element with the next packet) and
+    /// wait for the next A-sync and I-sync instead of stopping. Does nothing
+    /// unless [`Etm3Decoder::is_fatal`].
+    pub fn recover<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if !self.fatal {
+            return;
+        }
+        let m = crate::protocol::recovery_message("DCD_ETMV3", self.trace_id, self.index_curr, None, "A-sync and I-sync");
+        sink(DecoderOutput::Message(&m));
+        self.fatal = false;
+        self.unsync = UnsyncReason::FatalError;
+        self.reset_decoder();
+    }
+
     /// Back to the unsynchronised start state, as between the buffers of a
     /// multi-session decode.
     pub fn reset(&mut self) {
@@ -439,8 +428,8 @@ impl Etm3Decoder {
     fn emit<F: FnMut(DecoderOutput<'_>)>(&mut self, s: &Slot, sink: &mut F) {
         let cycle_count = (s.flags & F_HAS_CC != 0).then_some(s.cc);
         let kind = match s.kind {
-            Kind::NoSync => ElementKind::NoSync(unsync_reason(s.payload)),
-            Kind::EoTrace => ElementKind::EndOfTrace(unsync_reason(s.payload)),
+            Kind::NoSync => ElementKind::NoSync(UnsyncReason::from_code(s.payload)),
+            Kind::EoTrace => ElementKind::EndOfTrace(UnsyncReason::from_code(s.payload)),
             Kind::TraceOn => ElementKind::TraceOn(match s.payload {
                 ON_OVERFLOW => TraceOnReason::Overflow,
                 ON_DEBUG => TraceOnReason::DebugRestart,
@@ -512,7 +501,7 @@ impl Etm3Decoder {
             match self.state {
                 State::NoSync => {
                     let s = self.elem(Kind::NoSync);
-                    self.list.slots[s].payload = unsync_code(self.unsync);
+                    self.list.slots[s].payload = self.unsync.code();
                     self.send(sink);
                     self.state = State::WaitASync;
                 }
@@ -550,7 +539,7 @@ impl Etm3Decoder {
             return;
         }
         let s = self.elem(Kind::EoTrace);
-        self.list.slots[s].payload = unsync_code(UnsyncReason::EndOfTrace);
+        self.list.slots[s].payload = UnsyncReason::EndOfTrace.code();
         self.list.commit_all();
         self.send(sink);
         self.state = State::Decode;

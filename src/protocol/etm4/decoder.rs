@@ -180,8 +180,6 @@ pub enum DecoderOutput<'a> {
     TransactionFailed { trace_id: u8, first_seq: u64, last_seq: u64, index: u64 },
 }
 
-/// Decoder options that change its output (trc_pkt_lister flags and
-/// environment settings of the same names).
 /// The longest instruction range walked when no limit is given: 2^24
 /// instructions (64 MiB of A64 code without a branch), far beyond real code,
 /// so that a range over an image that never branches (zero-filled memory, a
@@ -191,6 +189,8 @@ pub enum DecoderOutput<'a> {
 /// real capture reaches this one.
 pub const DEFAULT_INSTR_RANGE_LIMIT: u32 = 1 << 24;
 
+/// Decoder options that change its output (trc_pkt_lister flags and
+/// environment settings of the same names).
 #[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct DecoderOptions {
     /// Split source-address ranges on N atoms (`-src_addr_n`).
@@ -202,6 +202,11 @@ pub struct DecoderOptions {
     pub instr_range_limit: u32,
     /// Report the speculation view ([`DecoderOutput::Spec`]).
     pub speculation: bool,
+    /// Recovery mode (`decode --recover`; not in trc_pkt_lister): where
+    /// OpenCSD stops the data path on a fatal decoder error, the run calls
+    /// the decoder's `recover` and goes on from the next sync point. Applies
+    /// to every protocol's decoder; read by [`crate::session`].
+    pub recover: bool,
 }
 
 /// Most elements the P0 stack holds before the decoder gives up and resyncs.
@@ -605,6 +610,25 @@ impl Etm4Decoder {
     /// whole data path there ("Data Path fatal error").
     pub fn is_fatal(&self) -> bool {
         self.fatal
+    }
+
+    /// Recovery mode (not OpenCSD): after a fatal error, report what is
+    /// lost (a message, and a `NO_SYNC [fatal-error-resync]` element with the
+    /// next packet) and wait for the next A-sync and Trace Info instead of
+    /// stopping. Does nothing unless [`Etm4Decoder::is_fatal`].
+    pub fn recover<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if !self.fatal {
+            return;
+        }
+        let dropped = self.stack.len();
+        let at = Some(self.index_curr);
+        self.spec_drain(sink, SpecState::LostToError, at);
+        let m = crate::protocol::recovery_message("DCD_ETMV4", self.trace_id, self.index_curr, Some(dropped), "A-sync and Trace Info");
+        sink(DecoderOutput::Message(&m));
+        self.fatal = false;
+        self.reset_state();
+        self.state = State::NoSync;
+        self.unsync_reason = UnsyncReason::FatalError;
     }
 
     /// Back to the unsynchronised start state, as between the buffers of a

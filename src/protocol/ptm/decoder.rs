@@ -259,6 +259,21 @@ impl PtmDecoder {
         self.fatal
     }
 
+    /// Recovery mode (not OpenCSD): after a fatal error, say so (a message,
+    /// and a `NO_SYNC [fatal-error-resync]` element with the next packet) and
+    /// wait for the next A-sync and I-sync instead of stopping. Does nothing
+    /// unless [`PtmDecoder::is_fatal`].
+    pub fn recover<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if !self.fatal {
+            return;
+        }
+        let m = crate::protocol::recovery_message("DCD_PTM", self.trace_id, self.index_curr, None, "A-sync and I-sync");
+        sink(DecoderOutput::Message(&m));
+        self.fatal = false;
+        self.unsync_reason = UnsyncReason::FatalError;
+        self.reset_state();
+    }
+
     /// Back to the unsynchronised start state, as between the buffers of a
     /// multi-session decode (the next NO_SYNC says `reset-decoder`).
     pub fn reset(&mut self) {
@@ -319,28 +334,10 @@ impl PtmDecoder {
 
     fn unsync_from_payload(&self) -> UnsyncReason {
         match self.shared_payload {
-            1 => UnsyncReason::InitDecoder,
-            2 => UnsyncReason::ResetDecoder,
-            3 => UnsyncReason::Overflow,
-            4 => UnsyncReason::Discard,
-            5 => UnsyncReason::BadPacket,
-            6 => UnsyncReason::BadImage,
-            7 => UnsyncReason::EndOfTrace,
-            // OpenCSD prints no reason above 7; the element model has none.
+            // The payload is shared with other elements (a memory space can
+            // be 8): OpenCSD prints no reason above 7.
+            c @ 0..=7 => UnsyncReason::from_code(c),
             _ => UnsyncReason::Undefined,
-        }
-    }
-
-    fn reason_code(r: UnsyncReason) -> u32 {
-        match r {
-            UnsyncReason::Undefined => 0,
-            UnsyncReason::InitDecoder => 1,
-            UnsyncReason::ResetDecoder => 2,
-            UnsyncReason::Overflow => 3,
-            UnsyncReason::Discard => 4,
-            UnsyncReason::BadPacket => 5,
-            UnsyncReason::BadImage => 6,
-            UnsyncReason::EndOfTrace => 7,
         }
     }
 
@@ -359,7 +356,7 @@ impl PtmDecoder {
         loop {
             match self.state {
                 State::NoSync => {
-                    self.shared_payload = Self::reason_code(self.unsync_reason);
+                    self.shared_payload = self.unsync_reason.code();
                     self.emit(sink, self.index_curr, ElementKind::NoSync(self.unsync_reason), None);
                     self.state = if pkt.ptype == PtmPacketType::ASync { State::WaitISync } else { State::WaitSync };
                     return;
