@@ -57,7 +57,8 @@ fn main() {
     println!("index build (rebuild, all cores): {build:.2} s = {:.1} MiB/s", mib / build);
     println!("profile stats, one core:          {serial:.2} s = {:.1} MiB/s (load average before: {load1})", mib / serial);
     println!(
-        "profile stats, {cores} cores:          {parallel:.2} s = {:.1} MiB/s (load average before: {load2}), {:.2}x",
+        "profile stats, {:<19}{parallel:.2} s = {:.1} MiB/s (load average before: {load2}), {:.2}x",
+        format!("{cores} cores:"),
         mib / parallel,
         serial / parallel
     );
