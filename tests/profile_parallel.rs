@@ -159,14 +159,14 @@ fn synth_dir() -> PathBuf {
 }
 
 #[test]
-#[ignore = "a 1 KiB index of these ETE captures saves decoder states its own check rejects (\"speculation depth is out of range\") when a part starts there"]
 fn checked_in_synthesized_programs_parallel_equal_serial() {
-    for name in ["mini_recursion", "mini_dispatch"] {
+    // mini_dispatch's trace is under a KiB: one part, compared all the same.
+    for (name, min_parts) in [("mini_recursion", 2), ("mini_dispatch", 1)] {
         let dst = scratch(name).join(name);
         copy_tree(&synth_dir().join("snapshots").join(name), &dst);
         let elf = dst.join(name).display().to_string();
         let n = same_both_ways(name, &dst, &["--image", &elf]);
-        assert!(n >= 2, "{name}: {n} parts");
+        assert!(n >= min_parts, "{name}: {n} parts");
         let _ = std::fs::remove_dir_all(dst.parent().unwrap());
     }
 }
@@ -176,7 +176,6 @@ fn tool_works(cmd: &str) -> bool {
 }
 
 #[test]
-#[ignore = "as checked_in_synthesized_programs_parallel_equal_serial"]
 fn live_synthesized_programs_parallel_equal_serial() {
     if !["qemu-aarch64", "aarch64-linux-gnu-gcc"].iter().all(|t| tool_works(t)) {
         eprintln!("note: live programs skipped: qemu-aarch64 or aarch64-linux-gnu-gcc missing");

@@ -293,20 +293,30 @@ pub fn parts(index: &IndexFile, first: usize, from: u64, to: u64, per_part: usiz
 /// An element of a part, kept until the reconstruction takes it.
 type Held = (u32, u64, Element);
 
-/// The elements of one part.
+/// The elements of one part. A checkpoint whose saved decoder state does not
+/// load is passed over for the one before it (down to the first, which
+/// starts from fresh decoders), as the serial pass would have decoded
+/// through it: the part still gets exactly its elements.
 fn decode_part(seeker: &Seeker<'_>, p: Part) -> Result<Vec<Held>, index::IndexError> {
-    let mut out = Vec::new();
-    seeker.run_from(p.checkpoint, |n| {
-        if n.number < p.from {
-            return true;
+    let mut k = p.checkpoint;
+    loop {
+        let mut out = Vec::new();
+        let run = seeker.run_from(k, |n| {
+            if n.number < p.from {
+                return true;
+            }
+            if n.number >= p.to {
+                return false;
+            }
+            out.push((stream_of(&n), n.number, *n.element));
+            true
+        });
+        match run {
+            Err(index::IndexError::BadState { .. }) if k > 0 => k -= 1,
+            Err(e) => return Err(e),
+            Ok(()) => return Ok(out),
         }
-        if n.number >= p.to {
-            return false;
-        }
-        out.push((stream_of(&n), n.number, *n.element));
-        true
-    })?;
-    Ok(out)
+    }
 }
 
 /// [`collect`] on all cores: the result is the serial pass's, element for
