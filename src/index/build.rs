@@ -397,20 +397,20 @@ fn a_sync(bytes: &[u8]) -> Option<usize> {
 /// A plan that can go to another thread: the program image is copied (its
 /// regions are shared, its lookup cache is not), and put back into a plan on
 /// the thread that decodes.
-struct PlanCopy {
+pub(crate) struct PlanCopy {
     buffer: crate::input::TraceBuffer,
     sources: Vec<crate::session::Source>,
     image: crate::image::memory::MemoryImage,
 }
 
 impl PlanCopy {
-    fn of(plan: &BufferPlan) -> PlanCopy {
+    pub(crate) fn of(plan: &BufferPlan) -> PlanCopy {
         PlanCopy { buffer: plan.buffer.clone(), sources: plan.sources.clone(), image: (*plan.image).clone() }
     }
 
     // The image is not shared with any other thread: each decoder gets its own.
     #[allow(clippy::arc_with_non_send_sync)]
-    fn plan(self) -> BufferPlan {
+    pub(crate) fn plan(self) -> BufferPlan {
         BufferPlan { buffer: self.buffer, sources: self.sources, notes: Vec::new(), image: Arc::new(self.image) }
     }
 }

@@ -465,6 +465,29 @@ pub struct Seeker<'p> {
     file: Option<&'p TraceFile>,
 }
 
+/// A seeker taken apart to go to another thread: the program image of a
+/// plan keeps a lookup cache that is not shared between threads, so the
+/// plan travels as a copy ([`build::PlanCopy`]) and is put back together on
+/// the thread that decodes ([`SeekerParts::with`]). Seeks through it give
+/// what the original seeker gives.
+pub struct SeekerParts<'p> {
+    plan: build::PlanCopy,
+    data: &'p [u8],
+    fragments: std::borrow::Cow<'p, [Fragment]>,
+    opts: RunOptions,
+    index: &'p IndexFile,
+    file: Option<&'p TraceFile>,
+}
+
+impl<'p> SeekerParts<'p> {
+    /// Run `f` with a seeker made of these parts, on the current thread.
+    pub fn with<R>(self, f: impl FnOnce(&Seeker<'_>) -> R) -> R {
+        let plan = self.plan.plan();
+        let s = Seeker { plan: &plan, data: self.data, fragments: self.fragments, opts: self.opts, index: self.index, file: self.file };
+        f(&s)
+    }
+}
+
 impl<'p> Seeker<'p> {
     pub fn new(plan: &'p BufferPlan, data: &'p [u8], opts: &RunOptions, index: &'p IndexFile) -> Seeker<'p> {
         let fragments = vec![Fragment::whole(data.len())].into();
@@ -585,6 +608,18 @@ impl<'p> Seeker<'p> {
             }
         }
         Ok(())
+    }
+
+    /// This seeker, to be used on another thread.
+    pub fn for_thread(&self) -> SeekerParts<'p> {
+        SeekerParts {
+            plan: build::PlanCopy::of(self.plan),
+            data: self.data,
+            fragments: self.fragments.clone(),
+            opts: self.opts.clone(),
+            index: self.index,
+            file: self.file,
+        }
     }
 
     /// The index the seeker reads.

@@ -14,9 +14,11 @@ use super::merge::MergeFormat;
 use super::stats::{Column, Group};
 use super::{callgraph, folded, stats, CodeMap, Collector, FunctionMap, NoCode};
 use crate::capture::{Capture, CaptureOptions};
-use crate::element::{Isa, MemSpace};
+use rayon::prelude::*;
+
+use crate::element::{Element, Isa, MemSpace};
 use crate::image::memory::MemoryImage;
-use crate::index::{self, SeekTarget, Seeker};
+use crate::index::{self, IndexFile, Numbered, SeekTarget, Seeker, SeekerParts};
 
 /// What `profile` writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -85,6 +87,10 @@ pub struct ProfileArgs {
     /// Read dstream_coresight buffers as DSTREAM captures.
     #[arg(long)]
     pub dstream: bool,
+    /// Threads decoding the trace (0: all cores; 1: one pass on one core).
+    /// The output is the same whatever the number.
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -193,8 +199,23 @@ fn target_reader(image: Arc<MemoryImage>) -> TargetReader {
     })
 }
 
+/// The stream of an element of a capture: its source's trace ID, else the
+/// element's own.
+fn stream_of(n: &Numbered<'_>) -> u32 {
+    n.source.trace_id.unwrap_or(n.element.trace_id) as u32
+}
+
+/// Close what is open at the end of the pass.
+fn finish(col: &mut Collector<'_>) {
+    col.finish();
+    if let Some(b) = &mut col.branches {
+        b.finish();
+    }
+}
+
 /// Feed elements `from..to` of a capture (through its index) to `col` and
-/// finish it; `progress` is told how many elements are done now and then.
+/// finish it, on the calling thread; `progress` is told how many elements
+/// are done now and then.
 pub fn collect(
     seeker: &Seeker<'_>,
     from: u64,
@@ -210,22 +231,185 @@ pub fn collect(
         if n.number >= to {
             return false;
         }
-        let stream = n.source.trace_id.unwrap_or(n.element.trace_id) as u32;
-        col.feed(Origin { stream, thread: None }, n.number, n.element);
+        col.feed(Origin { stream: stream_of(&n), thread: None }, n.number, n.element);
         if n.number % 65536 == 0 {
             progress(n.number - from);
         }
         true
     })?;
-    col.finish();
-    if let Some(b) = &mut col.branches {
-        b.finish();
+    finish(col);
+    Ok(())
+}
+
+/// How a pass is split over cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parallel {
+    /// Threads decoding parts (0: all cores; 1: the serial [`collect`]).
+    pub threads: usize,
+    /// Index checkpoints per part (at least 1). Small parts cross many
+    /// boundaries (the tests force 1); larger ones cost fewer hand-overs.
+    pub part_checkpoints: usize,
+}
+
+impl Default for Parallel {
+    fn default() -> Self {
+        // Four checkpoints of the default 256 KiB interval: a part is 1 MiB
+        // of trace, a few hundred thousand elements.
+        Parallel { threads: 0, part_checkpoints: 4 }
     }
+}
+
+/// One part of a parallel pass: decoded from checkpoint `checkpoint`, it
+/// owns the elements numbered `from..to`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    pub checkpoint: usize,
+    pub from: u64,
+    pub to: u64,
+}
+
+/// The parts covering elements `from..to`: every `per_part` checkpoints a
+/// new part starts at the first element after that checkpoint. Parts are in
+/// element order, do not overlap and leave nothing out.
+pub fn parts(index: &IndexFile, first: usize, from: u64, to: u64, per_part: usize) -> Vec<Part> {
+    let per_part = per_part.max(1);
+    let n = index.len();
+    let mut out = Vec::new();
+    let mut k = first;
+    let mut start = from;
+    // Bounded by the checkpoints: each turn moves `k` forward.
+    while start < to && k < n {
+        let next = k.saturating_add(per_part);
+        let end = if next < n { index.checkpoint(next).elements_before.clamp(start, to) } else { to };
+        if end > start {
+            out.push(Part { checkpoint: k, from: start, to: end });
+            start = end;
+        }
+        k = next;
+    }
+    out
+}
+
+/// An element of a part, kept until the reconstruction takes it.
+type Held = (u32, u64, Element);
+
+/// The elements of one part. A checkpoint whose saved decoder state does not
+/// load is passed over for the one before it (down to the first, which
+/// starts from fresh decoders), as the serial pass would have decoded
+/// through it: the part still gets exactly its elements.
+fn decode_part(seeker: &Seeker<'_>, p: Part) -> Result<Vec<Held>, index::IndexError> {
+    let mut k = p.checkpoint;
+    loop {
+        let mut out = Vec::new();
+        let run = seeker.run_from(k, |n| {
+            if n.number < p.from {
+                return true;
+            }
+            if n.number >= p.to {
+                return false;
+            }
+            out.push((stream_of(&n), n.number, *n.element));
+            true
+        });
+        match run {
+            Err(index::IndexError::BadState { .. }) if k > 0 => k -= 1,
+            Err(e) => return Err(e),
+            Ok(()) => return Ok(out),
+        }
+    }
+}
+
+/// [`collect`] on all cores: the result is the serial pass's, element for
+/// element, for every format.
+///
+/// **How the work is split, and why the join needs no rule.** The index's
+/// checkpoints hold the decoder state, so the elements of any stretch of
+/// trace can be decoded on their own ([`parts`]); decoding is most of the
+/// cost of a profile. The call-stack reconstruction, on the other hand, is a
+/// state machine whose every decision may read frames opened long before: a
+/// return is matched against the return address of the innermost open call,
+/// a longjmp or C++ unwind searches the open calls for its landing address,
+/// an exception return looks for the open exception frame, the statistics
+/// ask whether a closing frame's function is open further out (recursion
+/// totals) and the call tree hangs every count under the whole open path. A
+/// part started with an unknown stack could decide none of these until the
+/// part before it is done, and would have to keep what it saw to decide
+/// them later. So the parts are decoded in parallel, a window of them at a
+/// time (`threads` parts decoding while the previous window is fed), and
+/// the reconstruction takes their elements in element order on one thread:
+/// a frame open across a part boundary is simply still on the stack when
+/// the next part's first element arrives, exactly as in the serial pass. The
+/// branch counts of AutoFDO and BOLT, whose state per stream (a branch
+/// waiting for its target, the start of a fall-through run) also crosses
+/// boundaries, are fed the same way.
+///
+/// Memory: the stacks (bounded by [`super::callstack::MAX_DEPTH`] per
+/// thread), the counters (bounded by the distinct functions, ranges and
+/// branches) and at most two windows of decoded parts, each part at most
+/// `part_checkpoints` checkpoint intervals of trace: bounded by the part
+/// size, never by the trace.
+pub fn collect_parallel(
+    seeker: &Seeker<'_>,
+    from: u64,
+    to: u64,
+    col: &mut Collector<'_>,
+    how: Parallel,
+    mut progress: impl FnMut(u64),
+) -> Result<(), index::IndexError> {
+    let threads = if how.threads == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { how.threads };
+    let first = seeker.checkpoint_for(&SeekTarget::Element(from));
+    let parts = parts(seeker.index(), first, from, to, how.part_checkpoints);
+    let pool = match rayon::ThreadPoolBuilder::new().num_threads(threads).build() {
+        Ok(p) if threads > 1 && parts.len() > 1 => p,
+        _ => return collect(seeker, from, to, col, progress),
+    };
+    // Each part decodes on a seeker of its own (a plan's image is not shared
+    // between threads), made here and sent along.
+    let jobs = |window: &[Part]| -> Vec<(Part, SeekerParts<'_>)> { window.iter().map(|&p| (p, seeker.for_thread())).collect() };
+    let decode = |jobs: Vec<(Part, SeekerParts<'_>)>| -> Vec<Result<Vec<Held>, index::IndexError>> {
+        pool.install(|| jobs.into_par_iter().map(|(p, s)| s.with(|s| decode_part(s, p))).collect())
+    };
+    let mut windows = parts.chunks(threads);
+    let mut ready = windows.next().map(|w| decode(jobs(w)));
+    while let Some(done) = ready.take() {
+        let next = windows.next().map(jobs);
+        let mut fed = Ok(());
+        ready = std::thread::scope(|s| {
+            let ahead = next.map(|j| s.spawn(|| decode(j)));
+            // Feed the decoded window while the next one decodes.
+            for part in done {
+                match part {
+                    Ok(elements) => {
+                        for (stream, number, element) in &elements {
+                            col.feed(Origin { stream: *stream, thread: None }, *number, element);
+                        }
+                        if let Some((_, number, _)) = elements.last() {
+                            progress(number + 1 - from);
+                        }
+                    }
+                    Err(e) => {
+                        fed = Err(e);
+                        break;
+                    }
+                }
+            }
+            ahead.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+        });
+        fed?;
+    }
+    finish(col);
     Ok(())
 }
 
 /// Decode the capture (or its --from/--to part) and write the profile.
 pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, String> {
+    let how = Parallel { threads: args.threads, ..Parallel::default() };
+    profile_capture_with(path, args, &index::IndexOptions::default(), how)
+}
+
+/// [`profile_capture`] with the index built as `iopts` says (when the
+/// capture has none yet) and the pass split as `how` says.
+pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::IndexOptions, how: Parallel) -> Result<String, String> {
     let mut images = args.images.clone();
     let perf = crate::capture::perf::is_perf_data(path);
     for d in &args.symdirs {
@@ -270,7 +454,7 @@ pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, String
         b.target_of = Some(target_reader(cap.plan.image.clone()));
     }
 
-    let idx = cap.open_index(&index::IndexOptions::default(), false, &index::BuildProgress::new())?;
+    let idx = cap.open_index(iopts, false, &index::BuildProgress::new())?;
     for r in &idx.rejected {
         eprintln!("tracesight: index {r}");
     }
@@ -302,7 +486,7 @@ pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, String
         );
         b
     });
-    collect(&seeker, from, to, &mut col, |done| {
+    collect_parallel(&seeker, from, to, &mut col, how, |done| {
         if let Some(b) = &bar {
             b.set_position(done);
         }
