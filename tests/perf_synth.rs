@@ -15,13 +15,13 @@ use tracesight::synth::qemu::{self, QemuRun};
 use tracesight::synth::{self, Output, SynthConfig};
 
 /// Build `name` from tests/data/synth (static), or None when the tools are missing.
-fn program(name: &str) -> Option<PathBuf> {
+fn program(name: &str, tag: &str) -> Option<PathBuf> {
     let works = |c: &str| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success());
     if !works("qemu-aarch64") || !works("aarch64-linux-gnu-gcc") {
         eprintln!("note: skipped: qemu-aarch64 or aarch64-linux-gnu-gcc not found");
         return None;
     }
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perf-synth-programs");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perf-synth-programs").join(tag);
     std::fs::create_dir_all(&dir).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/synth").join(format!("{name}.c"));
     let out = dir.join(name);
@@ -48,7 +48,7 @@ fn demux(bytes: &[u8]) -> BTreeMap<u8, Vec<u8>> {
 
 #[test]
 fn synthesized_perf_data_round_trips() {
-    let Some(prog) = program("threads") else { return };
+    let Some(prog) = program("threads", "aux") else { return };
     let r = qemu::run(&QemuRun { qemu: "qemu-aarch64".into(), sysroot: None, program: prog.clone(), args: vec![], keep_log: None })
         .unwrap();
     assert!(r.exec.threads() > 1, "threads runs several threads");
@@ -105,5 +105,79 @@ fn synthesized_perf_data_round_trips() {
         assert!(d.comms().iter().any(|c| c.comm == "threads" && c.exec));
         assert_eq!(d.comms().len(), s.streams.len());
         assert!(dir.join("threads").is_file(), "the program is beside the perf.data");
+    }
+}
+
+/// What `tracesight decode PERF.DATA --symdir DIR --format jsonl` executed at
+/// EL0 on each CPU, as canonical runs (the synthetic EL1 handler left out, as
+/// in the synth round-trip tests).
+fn decoded_runs(perf: &Path, symdir: &Path) -> BTreeMap<u64, Vec<(u64, u64)>> {
+    let out = Command::new(env!("CARGO_BIN_EXE_tracesight"))
+        .arg("decode")
+        .arg(perf)
+        .arg("--symdir")
+        .arg(symdir)
+        .args(["--elements-only", "--format", "jsonl"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut el: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut runs: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let cpu = v["cpu"].as_u64().expect("every element names its CPU");
+        match v["type"].as_str().unwrap() {
+            "pe_context" => {
+                el.insert(cpu, v["el"].as_u64().unwrap());
+            }
+            "instr_range" if el.get(&cpu) == Some(&0) => {
+                let (start, end, count) = (v["start"].as_u64().unwrap(), v["end"].as_u64().unwrap(), v["count"].as_u64().unwrap());
+                assert_eq!(end - start, 4 * count, "{line}");
+                qemu::push_run(runs.entry(cpu).or_default(), start, count);
+            }
+            "addr_nacc" | "range_no_path" => panic!("CPU {cpu}: {line}"),
+            _ => {}
+        }
+    }
+    runs
+}
+
+/// Issue 12's acceptance: a synthesized perf.data, raw and formatted, decodes
+/// through the capture path (binary found by build id in `--symdir`) to
+/// exactly the instructions qemu executed, thread by thread on its CPU.
+#[test]
+fn synthesized_perf_data_decodes_to_the_executed_path_per_cpu() {
+    let Some(prog) = program("threads", "path") else { return };
+    let r = qemu::run(&QemuRun { qemu: "qemu-aarch64".into(), sysroot: None, program: prog.clone(), args: vec![], keep_log: None })
+        .unwrap();
+    let threads = r.exec.threads();
+    assert!(threads > 1, "threads runs several threads");
+    let tmp = Path::new(env!("CARGO_TARGET_TMPDIR")).join("perf-synth-path");
+    for formatted in [false, true] {
+        let mut out = Output::new(tmp.join(if formatted { "frames" } else { "raw" }));
+        out.perf = true;
+        out.formatted = Some(formatted);
+        let s = synth::synthesize(&r.exec, &prog, None, &SynthConfig::default(), &out).unwrap();
+        assert_eq!(s.streams.len(), threads);
+        // The binary in a directory of its own, named by --symdir.
+        let symdir = tmp.join("symdir");
+        std::fs::create_dir_all(&symdir).unwrap();
+        std::fs::copy(&prog, symdir.join("threads")).unwrap();
+        let info = Command::new(env!("CARGO_BIN_EXE_tracesight"))
+            .arg("info")
+            .arg(out.dir.join("perf.data"))
+            .arg("--symdir")
+            .arg(&symdir)
+            .output()
+            .unwrap();
+        let info = String::from_utf8_lossy(&info.stdout);
+        assert!(info.contains("found (--symdir)"), "{info}");
+        let runs = decoded_runs(&out.dir.join("perf.data"), &symdir);
+        assert_eq!(runs.len(), threads, "a CPU per thread decoded");
+        for t in 0..threads {
+            let want = r.exec.instruction_runs(t);
+            assert!(!want.is_empty());
+            assert!(runs[&(t as u64)] == want, "CPU {t} (formatted={formatted}): decoded path differs from qemu's");
+        }
     }
 }

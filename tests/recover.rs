@@ -30,7 +30,7 @@ fn everything(cap: &Capture, data: &[u8], recover: bool) -> (String, RunSummary)
     let opts = RunOptions { elements: true, decoder: DecoderOptions { recover, ..Default::default() }, ..Default::default() };
     let mut out = String::new();
     let summary = run(&cap.plan, data, &opts, |ev| match ev {
-        Event::Packet { source, stream_id, packet, raw } => packet.write_opencsd(&mut out, source, stream_id, raw),
+        Event::Packet { source, stream_id, packet, raw } => packet.write_opencsd(&mut out, source, stream_id, raw, false),
         Event::Element { element: e, .. } => element::write_opencsd_line(&mut out, e),
         Event::Message { text, .. } => {
             out.push_str(text);

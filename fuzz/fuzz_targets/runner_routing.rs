@@ -27,7 +27,7 @@ use tracesight::session::{run, BufferPlan, Event, RunOptions, Runner};
 fn listing(plan: &BufferPlan, data: &[u8], opts: &RunOptions) -> (String, Option<String>) {
     let mut out = String::new();
     let s = run(plan, data, opts, |ev| match ev {
-        Event::Packet { source, stream_id, packet, raw } => packet.write_opencsd(&mut out, source, stream_id, raw),
+        Event::Packet { source, stream_id, packet, raw } => packet.write_opencsd(&mut out, source, stream_id, raw, false),
         Event::Element { element: e, .. } => element::write_opencsd_line(&mut out, e),
         Event::Message { text, .. } => out.push_str(text),
         _ => {}

@@ -714,7 +714,7 @@ pub(super) fn build_fragments(
 ) -> IndexData {
     if let [frag] = fragments {
         let mut out = build(plan, data, *frag, opts, iopts, progress, release);
-        format::hash_segments(&mut out.checkpoints, data);
+        format::hash_segments(&mut out.checkpoints, data, release);
         return out;
     }
     let total: u64 = fragments.iter().map(|f| f.len() as u64).sum();
@@ -747,7 +747,7 @@ pub(super) fn build_fragments(
     let mut out = concatenate(fragments, built);
     // Over the whole capture: a segment runs to the next checkpoint, which
     // may lie in the next fragment.
-    format::hash_segments(&mut out.checkpoints, data);
+    format::hash_segments(&mut out.checkpoints, data, release);
     progress.done.store(total, Ordering::Relaxed);
     progress.finished.store(true, Ordering::Relaxed);
     out

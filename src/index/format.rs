@@ -127,13 +127,18 @@ fn segment_end(checkpoints: &[Checkpoint], i: usize, size: u64) -> u64 {
 }
 
 /// Hash the segments of `data` into the checkpoints (on all cores: this
-/// reads the whole trace).
-pub(super) fn hash_segments(checkpoints: &mut [Checkpoint], data: &[u8]) {
+/// reads the whole trace). Each segment's pages are given back with
+/// `release` once hashed, so that a build's resident memory does not grow to
+/// the size of the trace.
+pub(super) fn hash_segments(checkpoints: &mut [Checkpoint], data: &[u8], release: Option<super::build::Release<'_>>) {
     use rayon::prelude::*;
     let ends: Vec<u64> = (0..checkpoints.len()).map(|i| segment_end(checkpoints, i, data.len() as u64)).collect();
     checkpoints.par_iter_mut().zip(ends).for_each(|(c, end)| {
         let (a, b) = (c.offset.min(end) as usize, (end as usize).min(data.len()));
         c.segment_hash = segment_hash(&data[a.min(b)..b]);
+        if let Some(release) = release {
+            release(a.min(b), b);
+        }
     });
 }
 
