@@ -40,7 +40,7 @@ fn assert_same(what: &str, a: &format::IndexData, b: &format::IndexData, plan: &
     assert_eq!(a.checkpoints.len(), b.checkpoints.len(), "{what}: checkpoint count");
     for (i, (x, y)) in a.checkpoints.iter().zip(&b.checkpoints).enumerate() {
         assert_eq!(x, y, "{what}: checkpoint {i}");
-        assert!(a.states[i] == b.states[i], "{what}: saved state {i}");
+        assert!(a.states.get(i).unwrap() == b.states.get(i).unwrap(), "{what}: saved state {i}");
     }
     assert_eq!(a.ids, b.ids, "{what}: trace ID summaries");
     assert_eq!(a.totals, b.totals, "{what}: totals");

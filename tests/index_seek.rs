@@ -365,3 +365,96 @@ fn random_seeks_equal_the_full_decode_on_perf_data() {
     }
     assert!(captures >= 1, "no perf.data with trace data");
 }
+
+/// Issue 15, finding 5: a trace that keeps speculation open (TRCIDR8.MAXSPEC
+/// 2^32 - 1, 60,000 atoms between commits) made every checkpoint save the
+/// whole speculation window: 128 MiB of it built a 555 MB index with 1.8 GB
+/// resident. The states of the index now add up to at most a quarter of the
+/// trace (plus 64 KiB per checkpoint), and seeks still give exactly the
+/// decode from the start.
+#[test]
+fn open_speculation_keeps_the_saved_states_bounded() {
+    let dir = tmpdir("openspec");
+    let ini = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    ini("snapshot.ini", "[snapshot]\nversion=1.0\n\n[device_list]\ndevice0=cpu_0.ini\ndevice1=ETE_0.ini\n\n[trace]\nmetadata=trace.ini\n");
+    ini(
+        "trace.ini",
+        "[trace_buffers]\nbuffers=buffer0\n\n[buffer0]\nname=ETB_0\nfile=trace.bin\nformat=source_data\n\n\
+         [source_buffers]\nETE_0=ETB_0\n\n[core_trace_sources]\ncpu_0=ETE_0\n",
+    );
+    ini(
+        "ETE_0.ini",
+        "[device]\nname=ETE_0\nclass=trace_source\ntype=ETE\n\n[regs]\nTRCCONFIGR=0x1\nTRCTRACEIDR=0x10\n\
+         TRCDEVARCH=0x47715a13\nTRCIDR0=0x28000ea1\nTRCIDR1=0x4100fff0\nTRCIDR2=0x10001088\nTRCIDR8=0xFFFFFFFF\n",
+    );
+    ini("cpu_0.ini", "[device]\nname=cpu_0\nclass=core\ntype=ARM-AA64\n\n[dump1]\nfile=code.bin\naddress=0x1000\nlength=0x4\n");
+    // `b .` at 0x1000: every E atom is one instruction.
+    std::fs::write(dir.join("code.bin"), 0x1400_0000u32.to_le_bytes()).unwrap();
+    // A-sync, Trace Info, address 0x1000, AArch64 EL0 context, 60,000 E
+    // atoms, then one Commit of all of them; again and again.
+    let mut unit = vec![0u8; 11];
+    unit.extend_from_slice(&[0x80, 0x01, 0x00, 0x9d, 0x00, 0x08, 0, 0, 0, 0, 0, 0, 0x81, 0x10]);
+    unit.extend(std::iter::repeat(0xf7).take(60_000));
+    unit.extend_from_slice(&[0x2d, 0xe0, 0xd4, 0x03]);
+    let trace: Vec<u8> = unit.repeat((3 << 20) / unit.len() + 1);
+    std::fs::write(dir.join("trace.bin"), &trace).unwrap();
+
+    let snap = Snapshot::open(&dir).unwrap();
+    let buffer = snap.default_buffer().unwrap().clone();
+    let plan = BufferPlan::new(&snap, &buffer).unwrap();
+    let file = plan.open().unwrap();
+    let data = file.bytes();
+    let opts = index::index_run_options(&RunOptions::default());
+    let work = tmpdir("openspec-idx");
+    let mut reference: Option<format::IndexData> = None;
+    for (threads, interval, part) in [(1, 64 << 10, 0), (2, 64 << 10, 1 << 20), (1, 256 << 10, 0)] {
+        let iopts = IndexOptions { interval, threads, part, ..IndexOptions::default() };
+        let built = index::build(&plan, data, &opts, &iopts, &index::BuildProgress::new(), None);
+        let states = built.states.total_len();
+        let bound = data.len() as u64 / 4 + built.checkpoints.len() as u64 * (64 << 10);
+        assert!(states <= bound, "{threads} threads, interval {interval}: {states} bytes of states > {bound}");
+        assert!(built.totals.elements >= 3_000_000, "only {} elements decoded", built.totals.elements);
+        if interval == 64 << 10 {
+            match &reference {
+                None => reference = Some(built),
+                Some(r) => {
+                    assert_eq!(r.checkpoints, built.checkpoints, "parallel build: checkpoints");
+                    assert!(r.states == built.states, "parallel build: states");
+                }
+            }
+            continue;
+        }
+        // Seeks at every checkpoint and in between equal the decode from the
+        // start, which is streamed (millions of elements) and kept only at
+        // the positions compared.
+        let ident = TraceIdentity::of(&buffer.path, data);
+        let path = work.join("openspec.tsidx");
+        format::write(&path, &built, &ident, 3).unwrap();
+        let f = index::IndexFile::open(&path, &ident, 3).unwrap();
+        let n = built.totals.elements;
+        let mut rng = Rng(0x5eed);
+        let mut starts: Vec<u64> = (0..f.len()).map(|k| f.checkpoint(k).elements_before.min(n - 1)).collect();
+        starts.extend((0..8).map(|_| rng.below(n)));
+        let wanted: std::collections::BTreeSet<u64> = starts.iter().flat_map(|&s| s..(s + 5).min(n)).collect();
+        let mut kept = std::collections::BTreeMap::new();
+        let mut i = 0u64;
+        run(&plan, data, &opts, |ev| {
+            if let tracesight::session::Event::Element { element, .. } = ev {
+                if wanted.contains(&i) {
+                    kept.insert(i, *element);
+                }
+                i += 1;
+            }
+        })
+        .unwrap();
+        assert_eq!(i, n, "element count of the full decode");
+        let seeker = Seeker::new(&plan, data, &opts, &f);
+        for &s in &starts {
+            let got: Vec<Element> = seeker.window(s, 5).unwrap().into_iter().map(|(_, e)| e).collect();
+            let want: Vec<Element> = (s..(s + 5).min(n)).map(|k| kept[&k]).collect();
+            assert_eq!(got, want, "window at element {s}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&work);
+}

@@ -91,7 +91,8 @@ fn load(name: &str) -> Option<Loaded> {
         None,
     );
     let offsets = built.checkpoints.iter().map(|c| c.offset).collect();
-    Some(Loaded { plan, data, offsets, states: built.states })
+    let states = (0..built.states.len()).map(|i| built.states.get(i).unwrap()).collect();
+    Some(Loaded { plan, data, offsets, states })
 }
 
 /// Resume from the edited state and decode up to 8 KiB and the end of trace;

@@ -29,6 +29,7 @@ use rayon::prelude::*;
 
 use super::format::{self, Checkpoint, IdSummary, IndexData};
 use super::marks::{self, Kind, Mark, Shift};
+use super::spill::{Spill, StateRef, States};
 use super::{IndexOptions, Maxima, SegmentStats};
 use crate::element::{Element, ElementKind};
 use crate::frame::FrameMode;
@@ -189,6 +190,42 @@ impl Seg {
         }
     }
 
+    /// Add the segment that follows this one, as if one decoder had seen both.
+    fn append(&mut self, next: &Seg) {
+        self.first_ts = self.first_ts.or(next.first_ts);
+        self.last_ts = next.last_ts.or(self.last_ts);
+        self.max_ts = self.max_ts.max(next.max_ts);
+        self.max_index = self.max_index.max(next.max_index);
+        self.instructions += next.instructions;
+        self.exceptions += next.exceptions;
+        self.gaps += next.gaps;
+        self.spec_canceled += next.spec_canceled;
+        let base = self.n;
+        let later = |p: (u64, u64)| (p.0 + base, p.1);
+        for o in &next.ids {
+            match self.ids.iter_mut().find(|i| i.trace_id == o.trace_id) {
+                Some(i) => {
+                    i.elements += o.elements;
+                    i.instructions += o.instructions;
+                    i.first_ts = i.first_ts.or(o.first_ts);
+                    i.last_ts = o.last_ts.or(i.last_ts);
+                    i.last_any = later(o.last_any);
+                    i.first_pos = i.first_pos.or(o.first_pos.map(later));
+                    i.last_pos = o.last_pos.map(later).or(i.last_pos);
+                    i.max_cc = i.max_cc.max(o.max_cc);
+                }
+                None => self.ids.push(IdSeg {
+                    first_any: later(o.first_any),
+                    last_any: later(o.last_any),
+                    first_pos: o.first_pos.map(later),
+                    last_pos: o.last_pos.map(later),
+                    ..*o
+                }),
+            }
+        }
+        self.n += next.n;
+    }
+
     #[inline]
     fn event(&mut self, ev: Event<'_>) {
         match ev {
@@ -203,8 +240,9 @@ impl Seg {
 struct Cp {
     offset: u64,
     counts: Counts,
-    state: Vec<u8>,
-    marks: Option<Vec<Mark>>,
+    state: StateRef,
+    /// Where its counters are ([`marks::to_bytes`], in the spill).
+    marks: Option<StateRef>,
     seg: Seg,
 }
 
@@ -215,7 +253,7 @@ enum End {
     /// here, with these totals and this reason for stopping.
     Last { counts: Counts, stop: Option<String> },
     /// Still going: its state at `offset`, to compare or to resume from.
-    Open { offset: u64, state: Vec<u8>, marks: Option<Vec<Mark>> },
+    Open { offset: u64, state: StateRef, marks: Option<StateRef> },
 }
 
 /// What is shared by the threads of a build.
@@ -231,6 +269,8 @@ struct Ctx<'a> {
     marked: bool,
     progress: &'a BuildProgress,
     release: Option<Release<'a>>,
+    /// Where the saved states go (see [`super::spill`]).
+    spill: &'a Arc<Spill>,
 }
 
 /// Asked at each checkpoint (offset, saved state, its counters) whether the
@@ -276,6 +316,8 @@ impl Ctx<'_> {
                     if let Some((part, shift)) = join(pos as u64, &state, marks.as_deref()) {
                         return Step::Joined(pos as u64, part, shift);
                     }
+                    let state = self.spill.put(&state);
+                    let marks = marks.map(|m| self.spill.put(&marks::to_bytes(&m)));
                     cps.push(Cp { offset: pos as u64, counts: r.counts, state, marks, seg: Seg::default() });
                 }
                 None if resumable => {
@@ -283,7 +325,7 @@ impl Ctx<'_> {
                     // the end, as in a decode that cannot save its state.
                     resumable = false;
                     if cps.is_empty() {
-                        cps.push(Cp { offset: self.frag.start, counts: r.counts, state: Vec::new(), marks: None, seg: Seg::default() });
+                        cps.push(Cp { offset: self.frag.start, counts: r.counts, state: StateRef::empty(), marks: None, seg: Seg::default() });
                     }
                 }
                 None => {}
@@ -313,7 +355,7 @@ impl Ctx<'_> {
     fn last(&self, r: &mut Runner<'_>, cps: &mut Vec<Cp>, stopped: bool) -> End {
         if !stopped && self.accepted as u64 == self.frag.end {
             if cps.is_empty() {
-                cps.push(Cp { offset: self.frag.start, counts: r.counts, state: Vec::new(), marks: None, seg: Seg::default() });
+                cps.push(Cp { offset: self.frag.start, counts: r.counts, state: StateRef::empty(), marks: None, seg: Seg::default() });
             }
             let seg = &mut cps.last_mut().unwrap().seg;
             r.finish(&mut |ev| {
@@ -335,7 +377,8 @@ impl Ctx<'_> {
         match step {
             Step::Reached if to < self.accepted => {
                 let (state, marks) = r.save_state_marked()?;
-                Some(End::Open { offset: to as u64, state, marks })
+                let marks = marks.map(|m| self.spill.put(&marks::to_bytes(&m)));
+                Some(End::Open { offset: to as u64, state: self.spill.put(&state), marks })
             }
             _ => Some(self.last(r, cps, matches!(step, Step::Stopped))),
         }
@@ -377,6 +420,23 @@ impl Ctx<'_> {
     /// Fresh decoders at the fragment's start.
     fn fresh<'p>(&self, plan: &'p BufferPlan) -> Runner<'p> {
         Runner::for_fragment(plan, self.opts, &self.frag)
+    }
+}
+
+/// States up to this size are saved at every checkpoint.
+const SMALL_STATE: usize = 64 << 10;
+/// Larger states (a speculation window kept open for long: up to 2^16
+/// elements) are saved only where the trace bytes since the last saved one
+/// are this many times their size, so that the states of an index never add
+/// up to more than a quarter of the trace, whatever it holds.
+const STATE_DENSITY: u64 = 4;
+
+/// Whether a state of `len` bytes is saved at `pos`, the last one having been
+/// saved at `last`.
+fn dense_enough(last: Option<u64>, pos: u64, len: usize) -> bool {
+    match last {
+        None => true,
+        Some(at) => len <= SMALL_STATE || (len as u64).saturating_mul(STATE_DENSITY) <= pos.saturating_sub(at),
     }
 }
 
@@ -431,7 +491,8 @@ struct Part {
 }
 
 /// Build the index of `data` (already set up: `opts` are the index's run
-/// options).
+/// options), its saved states going to `spill`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn build(
     plan: &BufferPlan,
     data: &[u8],
@@ -440,6 +501,7 @@ pub(super) fn build(
     iopts: &IndexOptions,
     progress: &BuildProgress,
     release: Option<Release<'_>>,
+    spill: &Arc<Spill>,
 ) -> IndexData {
     // The decoders work on copies of the plan (see PlanCopy).
     let copy = PlanCopy::of(plan);
@@ -463,7 +525,7 @@ pub(super) fn build(
     .div_ceil(interval)
     .max(1)
         * interval;
-    let mut ctx = Ctx { data, frag, opts, interval, accepted, marked: false, progress, release };
+    let mut ctx = Ctx { data, frag, opts, interval, accepted, marked: false, progress, release, spill };
     let mut out = None;
     if splittable && threads > 1 && len > part_len {
         ctx.marked = true;
@@ -527,7 +589,17 @@ fn parallel(ctx: &Ctx<'_>, plan: &BufferPlan, part_len: usize, pool: Option<&ray
 /// `None` when a shift cannot be applied (the caller then decodes in one pass).
 fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> Option<IndexData> {
     let raw = ctx.frag.raw_source.is_some() || plan.frame_mode(ctx.opts.dstream).is_none();
-    let mut acc = Acc { raw, start: ctx.frag.start, ..Acc::default() };
+    let mut acc = Acc {
+        raw,
+        start: ctx.frag.start,
+        shift: Shift::default(),
+        checkpoints: Vec::new(),
+        states: Vec::new(),
+        ids: Vec::new(),
+        max: Maxima::default(),
+        spill: ctx.spill.clone(),
+        pending: None,
+    };
     let (mut k, mut from) = (0usize, 0u64);
     loop {
         // Whether the decoder of part `k`, at `offset`, is in the state the
@@ -537,7 +609,18 @@ fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> O
             let later = parts.get(m).filter(|_| m > k)?;
             let i = later.cps.binary_search_by_key(&offset, |c| c.offset).ok()?;
             let cp = &later.cps[i];
-            Some((m, marks::shift_between(state, marks?, &cp.state, cp.marks.as_deref()?)?))
+            let theirs = ctx.spill.get(cp.state).ok()?;
+            let their_marks = marks::from_bytes(&ctx.spill.get(cp.marks?).ok()?)?;
+            Some((m, marks::shift_between(state, marks?, &theirs, &their_marks)?))
+        };
+        // The same for a state of ours in the spill, read only when the later
+        // part has a checkpoint there.
+        let meets_saved = |offset: u64, state: StateRef, marks: Option<StateRef>| -> Option<(usize, Shift)> {
+            let m = (offset - ctx.frag.start) as usize / part_len;
+            let later = parts.get(m).filter(|_| m > k)?;
+            later.cps.binary_search_by_key(&offset, |c| c.offset).ok()?;
+            let ours = marks::from_bytes(&ctx.spill.get(marks?).ok()?)?;
+            meets(offset, &ctx.spill.get(state).ok()?, Some(&ours))
         };
         let part = &parts[k];
         for cp in part.cps.iter().filter(|c| c.offset >= from) {
@@ -547,7 +630,7 @@ fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> O
         let mut end = &part.end;
         if matches!(part.end, End::Open { .. }) {
             for cp in &part.ahead {
-                met = meets(cp.offset, &cp.state, cp.marks.as_deref()).map(|(m, s)| (cp.offset, m, s));
+                met = meets_saved(cp.offset, cp.state, cp.marks).map(|(m, s)| (cp.offset, m, s));
                 if met.is_some() {
                     break;
                 }
@@ -559,10 +642,11 @@ fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> O
             match end {
                 End::Last { counts, stop } => return Some(acc.finish(counts, stop.clone())),
                 End::Open { offset, state, marks } => {
-                    met = meets(*offset, state, marks.as_deref()).map(|(m, s)| (*offset, m, s));
+                    met = meets_saved(*offset, *state, *marks).map(|(m, s)| (*offset, m, s));
                     if met.is_none() {
                         // No match yet: this decoder goes on, here.
-                        let mut r = Runner::resume_fragment(plan, ctx.opts, &ctx.frag, state).ok()?;
+                        let state = ctx.spill.get(*state).ok()?;
+                        let mut r = Runner::resume_fragment(plan, ctx.opts, &ctx.frag, &state).ok()?;
                         let mut cps = Vec::new();
                         let mut join = |o: u64, st: &[u8], mk: Option<&[Mark]>| meets(o, st, mk);
                         let step = ctx.advance(&mut r, ctx.accepted, &mut cps, false, &mut join);
@@ -595,16 +679,19 @@ fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> O
 }
 
 /// The index as it is put together, in buffer order.
-#[derive(Default)]
 struct Acc {
     raw: bool,
     /// Where the fragment starts (the checkpoint of an empty decode).
     start: u64,
     shift: Shift,
     checkpoints: Vec<Checkpoint>,
-    states: Vec<Vec<u8>>,
+    states: Vec<StateRef>,
     ids: Vec<IdSummary>,
     max: Maxima,
+    spill: Arc<Spill>,
+    /// The last checkpoint kept, its state and its segment so far (later
+    /// segments join it while their checkpoints are dropped).
+    pending: Option<(Checkpoint, StateRef, Seg)>,
 }
 
 impl Acc {
@@ -617,40 +704,55 @@ impl Acc {
     }
 
     /// Add a checkpoint and its segment, shifted to the decode from the start.
+    /// A large state that follows the last checkpoint kept too closely (see
+    /// [`dense_enough`]) is dropped, its segment joining the one before: the
+    /// decision depends only on the checkpoints in buffer order, so the index
+    /// is the same whatever the number of threads.
     fn emit(&mut self, cp: &Cp) -> Option<()> {
-        let mut state = cp.state.clone();
-        if self.shift != Shift::default() {
-            self.shift.apply(&mut state, cp.marks.as_deref()?);
-        }
-        let mut c = Checkpoint::new(cp.offset, &self.counts(&cp.counts), &self.max, &state);
-        self.states.push(state);
-        let s = &cp.seg;
-        let mut seg = SegmentStats {
-            first_ts: s.first_ts,
-            last_ts: s.last_ts,
-            instructions: s.instructions,
-            exceptions: s.exceptions,
-            gaps: s.gaps,
-            spec_canceled: s.spec_canceled,
-            ..SegmentStats::default()
+        let keep = dense_enough(self.pending.as_ref().map(|p| p.0.offset), cp.offset, cp.state.len as usize);
+        let kept = if keep {
+            let mut state = cp.state;
+            if self.shift != Shift::default() {
+                let mut bytes = self.spill.get(state).ok()?;
+                let marks = marks::from_bytes(&self.spill.get(cp.marks?).ok()?)?;
+                self.shift.apply(&mut bytes, &marks);
+                state = self.spill.put(&bytes);
+            }
+            Some((Checkpoint::new(cp.offset, &self.counts(&cp.counts), &self.max, state), state))
+        } else {
+            None
         };
-        // (place in the segment, cycles) of the first and last counted element
-        let mut first_cc: Option<(u64, u64)> = None;
-        let mut last_cc: Option<(u64, u64)> = None;
-        for i in &s.ids {
+        let seg = self.shifted(&cp.seg);
+        match (kept, &mut self.pending) {
+            (Some((c, state)), _) => {
+                self.flush();
+                self.pending = Some((c, state, seg));
+            }
+            (None, Some(p)) => p.2.append(&seg),
+            (None, None) => unreachable!("the first checkpoint is always kept"),
+        }
+        Some(())
+    }
+
+    /// `s` with the cycle counts of the decode from the start (an ID shifted
+    /// by more than 0 counts every element: its cycle counts are positive);
+    /// the totals and maxima take it into account.
+    fn shifted(&mut self, s: &Seg) -> Seg {
+        let mut out = s.clone();
+        for i in &mut out.ids {
             let d = self.shift.get(Kind::Cycles, if self.raw { 0 } else { i.trace_id });
-            // Shifted by more than 0, every cycle count of the ID is
-            // positive, so every element counts.
-            let (f, l) = if d > 0 { (Some(i.first_any), Some(i.last_any)) } else { (i.first_pos, i.last_pos) };
-            let (f, l) = (f.map(|(n, c)| (n, c + d)), l.map(|(n, c)| (n, c + d)));
-            if f.is_some_and(|f| first_cc.map_or(true, |g| f.0 < g.0)) {
-                first_cc = f;
+            if d > 0 {
+                i.first_pos = Some(i.first_any);
+                i.last_pos = Some(i.last_any);
             }
-            if l.is_some_and(|l| last_cc.map_or(true, |g| l.0 > g.0)) {
-                last_cc = l;
-            }
+            let add = |p: (u64, u64)| (p.0, p.1 + d);
+            i.first_any = add(i.first_any);
+            i.last_any = add(i.last_any);
+            i.first_pos = i.first_pos.map(add);
+            i.last_pos = i.last_pos.map(add);
             if i.max_cc + d > 0 {
-                self.max.cc = Some(self.max.cc.map_or(i.max_cc + d, |m| m.max(i.max_cc + d)));
+                i.max_cc += d;
+                self.max.cc = Some(self.max.cc.map_or(i.max_cc, |m| m.max(i.max_cc)));
             }
             let id = match self.ids.iter().position(|x| x.trace_id == i.trace_id as u64) {
                 Some(p) => &mut self.ids[p],
@@ -667,34 +769,57 @@ impl Acc {
                 }
                 id.last_ts = b;
             }
-            if let (Some(a), Some(b)) = (f, l) {
+            if let (Some(a), Some(b)) = (i.first_pos, i.last_pos) {
                 if id.first_cc == format::NONE {
                     id.first_cc = a.1;
                 }
                 id.last_cc = b.1;
             }
         }
-        seg.first_cc = first_cc.map(|f| f.1);
-        seg.last_cc = last_cc.map(|l| l.1);
-        c.set_segment(&seg);
-        self.checkpoints.push(c);
         if let Some(t) = s.max_ts {
             self.max.ts = Some(self.max.ts.map_or(t, |m| m.max(t)));
         }
         if let Some(i) = s.max_index {
             self.max.index = Some(self.max.index.map_or(i, |m| m.max(i)));
         }
-        Some(())
+        out
+    }
+
+    /// Put the checkpoint kept last into the index, with its segment.
+    fn flush(&mut self) {
+        let Some((mut c, state, s)) = self.pending.take() else { return };
+        let mut seg = SegmentStats {
+            first_ts: s.first_ts,
+            last_ts: s.last_ts,
+            instructions: s.instructions,
+            exceptions: s.exceptions,
+            gaps: s.gaps,
+            spec_canceled: s.spec_canceled,
+            ..SegmentStats::default()
+        };
+        // The cycle counts of the first and last counted element.
+        let first = s.ids.iter().filter_map(|i| i.first_pos).min_by_key(|p| p.0);
+        let last = s.ids.iter().filter_map(|i| i.last_pos).max_by_key(|p| p.0);
+        seg.first_cc = first.map(|f| f.1);
+        seg.last_cc = last.map(|l| l.1);
+        c.set_segment(&seg);
+        self.checkpoints.push(c);
+        self.states.push(state);
     }
 
     fn finish(mut self, counts: &Counts, stop: Option<String>) -> IndexData {
+        self.flush();
         if self.checkpoints.is_empty() {
-            self.checkpoints.push(Checkpoint::new(self.start, &Counts::default(), &Maxima::default(), &[]));
-            self.states.push(Vec::new());
+            self.checkpoints.push(Checkpoint::new(self.start, &Counts::default(), &Maxima::default(), StateRef::empty()));
+            self.states.push(StateRef::empty());
         }
         self.ids.sort_by_key(|s| s.trace_id);
         let totals = self.counts(counts);
-        IndexData { checkpoints: self.checkpoints, states: self.states, ids: self.ids, totals, stop }
+        let mut states = States::new(self.spill.clone());
+        for r in self.states {
+            states.push(r);
+        }
+        IndexData { checkpoints: self.checkpoints, states, ids: self.ids, totals, stop }
     }
 }
 
@@ -712,8 +837,9 @@ pub(super) fn build_fragments(
     progress: &BuildProgress,
     release: Option<Release<'_>>,
 ) -> IndexData {
+    let spill = Arc::new(Spill::new());
     if let [frag] = fragments {
-        let mut out = build(plan, data, *frag, opts, iopts, progress, release);
+        let mut out = build(plan, data, *frag, opts, iopts, progress, release, &spill);
         format::hash_segments(&mut out.checkpoints, data, release);
         return out;
     }
@@ -728,7 +854,7 @@ pub(super) fn build_fragments(
     let one = |copy: PlanCopy, frag: &Fragment, inner: &IndexOptions| {
         let plan = copy.plan();
         let p = BuildProgress::new();
-        let d = build(&plan, data, *frag, opts, inner, &p, release);
+        let d = build(&plan, data, *frag, opts, inner, &p, release, &spill);
         progress.add(frag.len() as u64);
         d
     };
@@ -744,7 +870,7 @@ pub(super) fn build_fragments(
     } else {
         fragments.iter().map(|f| one(PlanCopy::of(plan), f, iopts)).collect()
     };
-    let mut out = concatenate(fragments, built);
+    let mut out = concatenate(fragments, built, &spill);
     // Over the whole capture: a segment runs to the next checkpoint, which
     // may lie in the next fragment.
     format::hash_segments(&mut out.checkpoints, data, release);
@@ -757,8 +883,9 @@ pub(super) fn build_fragments(
 /// checkpoint run on from the fragments before; the maxima before a
 /// checkpoint take those of earlier fragments into account (an upper bound
 /// from their segment summaries, which only makes a seek start earlier).
-fn concatenate(fragments: &[Fragment], parts: Vec<IndexData>) -> IndexData {
-    let mut out = IndexData { checkpoints: Vec::new(), states: Vec::new(), ids: Vec::new(), totals: Counts::default(), stop: None };
+fn concatenate(fragments: &[Fragment], parts: Vec<IndexData>, spill: &Arc<Spill>) -> IndexData {
+    let states = States::new(spill.clone());
+    let mut out = IndexData { checkpoints: Vec::new(), states, ids: Vec::new(), totals: Counts::default(), stop: None };
     let none = |v: u64| (v != format::NONE).then_some(v);
     let mut max = Maxima::default();
     let bigger = |m: Option<u64>, v: Option<u64>| match (m, v) {
@@ -768,7 +895,7 @@ fn concatenate(fragments: &[Fragment], parts: Vec<IndexData>) -> IndexData {
     for (frag, d) in fragments.iter().zip(parts) {
         let before = out.totals;
         let mut frag_max = max;
-        for (mut c, s) in d.checkpoints.into_iter().zip(d.states) {
+        for (mut c, &s) in d.checkpoints.into_iter().zip(d.states.refs()) {
             c.elements_before += before.elements;
             c.instructions_before += before.instructions;
             c.packets_before += before.packets;
@@ -812,8 +939,8 @@ fn concatenate(fragments: &[Fragment], parts: Vec<IndexData>) -> IndexData {
         }
     }
     if out.checkpoints.is_empty() {
-        out.checkpoints.push(Checkpoint::new(0, &Counts::default(), &Maxima::default(), &[]));
-        out.states.push(Vec::new());
+        out.checkpoints.push(Checkpoint::new(0, &Counts::default(), &Maxima::default(), StateRef::empty()));
+        out.states.push(StateRef::empty());
     }
     out.ids.sort_by_key(|s| s.trace_id);
     out

@@ -143,9 +143,9 @@ pub(super) fn hash_segments(checkpoints: &mut [Checkpoint], data: &[u8], release
 }
 
 impl Checkpoint {
-    pub(super) fn new(offset: u64, counts: &Counts, max: &Maxima, state: &[u8]) -> Checkpoint {
-        let mut h = Fnv::new();
-        h.write(state);
+    /// A checkpoint at `offset` whose saved state is `state` (its length and
+    /// hash; see [`super::spill::Spill::put`]).
+    pub(super) fn new(offset: u64, counts: &Counts, max: &Maxima, state: super::spill::StateRef) -> Checkpoint {
         Checkpoint {
             offset,
             elements_before: counts.elements,
@@ -158,8 +158,8 @@ impl Checkpoint {
             last_ts: NONE,
             first_cc: NONE,
             last_cc: NONE,
-            state_len: state.len() as u64,
-            state_hash: h.finish(),
+            state_len: state.len,
+            state_hash: state.hash,
             ..Checkpoint::default()
         }
     }
@@ -284,7 +284,8 @@ impl IdSummary {
 /// An index held in memory, as the build produces it.
 pub struct IndexData {
     pub checkpoints: Vec<Checkpoint>,
-    pub states: Vec<Vec<u8>>,
+    /// One saved state per checkpoint (on disk while the index is built).
+    pub states: super::spill::States,
     pub ids: Vec<IdSummary>,
     pub totals: Counts,
     /// Why the decode stopped before the end, if it did.
@@ -307,10 +308,10 @@ pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: 
         data.checkpoints.len() * CHECKPOINT_WORDS * 8 + data.ids.len() * ID_WORDS * 8 + stop.len() + 8,
     );
     let mut state_off = 0u64;
-    for (c, st) in data.checkpoints.iter().zip(&data.states) {
+    for (c, st) in data.checkpoints.iter().zip(data.states.refs()) {
         let mut c = *c;
         c.state_offset = state_off;
-        state_off += st.len() as u64;
+        state_off += st.len;
         push_words(&mut body, &c.words());
     }
     for s in &data.ids {
@@ -351,9 +352,7 @@ pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: 
         let mut f = std::io::BufWriter::new(fs::File::create(&tmp)?);
         f.write_all(&head)?;
         f.write_all(&body)?;
-        for st in &data.states {
-            f.write_all(st)?;
-        }
+        data.states.write_to(&mut f)?;
         f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
         fs::rename(&tmp, path)
     })();

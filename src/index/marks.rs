@@ -47,6 +47,45 @@ pub struct Mark {
     pub value: Option<u64>,
 }
 
+const KINDS: [Kind; 6] = [Kind::Seq, Kind::Cycles, Kind::BytesIn, Kind::Packets, Kind::Elements, Kind::Instructions];
+
+/// `marks` as bytes (19 per mark), to keep them out of memory while an index
+/// is built (see [`super::spill`]).
+pub fn to_bytes(marks: &[Mark]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(marks.len() * 19);
+    for m in marks {
+        out.extend_from_slice(&(m.at as u64).to_le_bytes());
+        out.push(KINDS.iter().position(|k| *k == m.kind).unwrap_or(0) as u8);
+        out.push(m.chain);
+        out.push(m.value.is_some() as u8);
+        out.extend_from_slice(&m.value.unwrap_or(0).to_le_bytes());
+    }
+    out
+}
+
+/// The marks [`to_bytes`] wrote; `None` for anything else.
+pub fn from_bytes(bytes: &[u8]) -> Option<Vec<Mark>> {
+    if bytes.len() % 19 != 0 {
+        return None;
+    }
+    bytes
+        .chunks_exact(19)
+        .map(|c| {
+            let word = |i: usize| u64::from_le_bytes(c[i..i + 8].try_into().expect("8 bytes"));
+            Some(Mark {
+                at: usize::try_from(word(0)).ok()?,
+                kind: *KINDS.get(c[8] as usize)?,
+                chain: c[9],
+                value: match c[10] {
+                    0 => None,
+                    1 => Some(word(11)),
+                    _ => return None,
+                },
+            })
+        })
+        .collect()
+}
+
 /// The counter a field of this name holds, and whether its absence matters.
 fn counter(field: &str) -> Option<(Kind, bool)> {
     match field {

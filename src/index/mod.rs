@@ -21,6 +21,7 @@
 //! checkpoint at offset 0: seeks then decode from the start.
 
 mod build;
+pub mod spill;
 pub mod format;
 pub mod marks;
 
