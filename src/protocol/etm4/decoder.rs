@@ -602,6 +602,9 @@ impl Etm4Decoder {
                 (self.rs.head < self.rs.stack.len(), "return stack index"),
                 (self.rs.entries <= self.rs.stack.len() as i32, "return stack fill"),
                 (self.stack.iter().all(|p| p.atom_count <= 32), "atom count of a stacked element"),
+                // The decoder never queues more (see MAX_QUEUED; a Trace Info
+                // adds its speculation depth, at most 2^16, and two more).
+                (self.stack.len() <= MAX_QUEUED + 3, "queued elements"),
             ],
         )
     }
