@@ -372,8 +372,9 @@ impl AutofdoProfile {
         let count = |at: &mut usize, what: &str| -> Result<usize, ProfileError> {
             let l = lines.get(*at).ok_or_else(|| err(*at, format!("expected the number of {what}, found the end")))?;
             let n: usize = l.trim().parse().map_err(|_| err(*at, format!("expected the number of {what}, found '{l}'")))?;
-            // Each entry takes a line: a count beyond what is left is wrong.
-            if n > lines.len() - *at {
+            // Each entry takes a line after this one: a count beyond what
+            // is left is wrong.
+            if n > lines.len() - *at - 1 {
                 return Err(err(*at, format!("{n} {what} announced, but the file has fewer lines")));
             }
             *at += 1;
@@ -453,6 +454,23 @@ impl AutofdoProfile {
         self.saturated |= other.saturated;
         for (_, b) in other.binaries {
             self.add_binary(b);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the profile_files fuzz target: a count that names exactly
+    /// the lines left, its own included, read past the end.
+    #[test]
+    fn counts_beyond_the_last_line_are_errors() {
+        for text in ["1", "0\n1", "0\n0\n2\n0-0:1", "2\n0-4:1\n"] {
+            match AutofdoProfile::parse(Path::new("p"), text) {
+                Err(ProfileError::Parse { message, .. }) => assert!(message.contains("fewer lines"), "{text:?}: {message}"),
+                other => panic!("{text:?}: {:?}", other.map(|_| ())),
+            }
         }
     }
 }
