@@ -294,15 +294,17 @@ fn function_lookup_and_mapping_symbols_on_aarch64() {
     assert_eq!((f.start, f.offset, f.inside), (push, 4, true));
     assert_eq!(f.to_string(), "geo::Stack<int, 8>::push(int) [clone .isra.0]+0x4");
     assert_eq!(sym.isa_at(push), Some(IsaState::A64));
-    // Every .text address gets a function, and the cursor agrees with the
-    // uncached lookup and with the full symbolization.
+    // Every .text address a symbol covers gets that function (alignment
+    // padding after a function, past its size, gets none), and the cursor
+    // agrees with the uncached lookup and with the full symbolization.
     let mut cur = sym.cursor();
     for &a in &text_addresses(&bin("shapes")) {
         for _ in 0..2 {
             let (l, c) = (sym.locate(a), cur.locate(a));
             assert_eq!(l.function.map(|f| f.name()), c.function.map(|f| f.name()));
             assert_eq!((l.offset, l.file, l.line), (c.offset, c.file, c.line));
-            assert!(l.function.is_some(), "{a:#x}");
+            let covered = sym.function(a).is_some_and(|f| f.inside || f.symbol.size == 0);
+            assert_eq!(l.function.is_some(), covered, "{a:#x}");
             let s = sym.symbolize(a);
             assert_eq!(s.frames.first().map(|f| f.line).unwrap_or(0), l.line, "{a:#x}");
             assert_eq!(s.frames.first().and_then(|f| f.file.as_deref()), l.file, "{a:#x}");
@@ -581,4 +583,50 @@ fn command_line_helpers() {
     // A symbolizer can be built on one thread and used on another.
     fn send<T: Send>(_: &T) {}
     send(&sym);
+}
+
+/// Issue 14: in a stripped shared object only the exported functions keep a
+/// symbol; code of a static function after one of them was shown as that
+/// function plus a large offset. Symbol sizes are honoured: such code is
+/// named by file and link-time address.
+#[test]
+fn code_past_a_sized_symbol_is_named_by_file_and_offset() {
+    let cc = "aarch64-linux-gnu-gcc";
+    if std::process::Command::new(cc).arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "{cc} is needed in CI");
+        eprintln!("{cc} not found; skipped");
+        return;
+    }
+    let dir = temp_dir("sized");
+    std::fs::write(
+        dir.join("lib.c"),
+        "int exported(int x) { return x * 3 + 1; }\n\
+         __attribute__((noinline)) static int hidden(int x) { int s = 0; for (int i = 0; i < x; i++) s += i * x; return s; }\n\
+         int (*keep)(int) = hidden;\n",
+    )
+    .unwrap();
+    let full = dir.join("libfull.so");
+    let run = |args: &[&std::ffi::OsStr], tool: &str| {
+        let st = std::process::Command::new(tool).args(args).status().unwrap();
+        assert!(st.success(), "{tool} {args:?}");
+    };
+    // In source order: the static function follows the exported one.
+    run(&["-O1".as_ref(), "-fno-toplevel-reorder".as_ref(), "-shared".as_ref(), "-fPIC".as_ref(), "-o".as_ref(), full.as_os_str(), dir.join("lib.c").as_os_str()], cc);
+    let stripped = dir.join("libt.so");
+    run(&["-o".as_ref(), stripped.as_os_str(), full.as_os_str()], "aarch64-linux-gnu-strip");
+
+    let sym_full = Symbolizer::from_images([(&full, None)]).unwrap();
+    let (hidden, exported) = (addr_of(&sym_full, "hidden"), addr_of(&sym_full, "exported"));
+    let size = sym_full.function(exported).unwrap().symbol.size;
+    assert!(hidden >= exported + size, "hidden at {hidden:#x} should follow exported ({exported:#x}, {size} bytes)");
+
+    let sym = Symbolizer::from_images([(&stripped, None)]).unwrap();
+    let mut c = sym.cursor();
+    let inside = c.locate(exported + 4);
+    assert_eq!(inside.function.map(|f| f.name().to_string()).as_deref(), Some("exported"));
+    assert_eq!(sym.stripped_label(&inside, exported + 4), None);
+    let past = c.locate(hidden + 4);
+    assert!(past.function.is_none(), "{:?}", past.function.map(|f| f.name().to_string()));
+    assert_eq!(sym.stripped_label(&past, hidden + 4), Some(format!("libt.so+{:#x}", hidden + 4)));
+    std::fs::remove_dir_all(&dir).ok();
 }

@@ -431,14 +431,15 @@ impl Symbolizer {
         &self.images
     }
 
-    /// A name for `addr` when `loc` (its location) lies in an image with
-    /// neither symbols nor debug information, as recorded binaries often
-    /// are: the file name and the link-time address, which is what
-    /// `objdump -d` of that file shows. None where there is anything better
-    /// or no image at all.
+    /// A name for `addr` when no symbol covers it (an image with neither
+    /// symbols nor debug information, as recorded binaries often are, or code
+    /// of a stripped library past the end of the exported function before
+    /// it): the file name and the link-time address, which is what
+    /// `objdump -d` of that file shows. None where a symbol names it or no
+    /// image maps it.
     pub fn stripped_label(&self, loc: &Location<'_>, addr: u64) -> Option<String> {
         let im = self.images.get(loc.image?)?;
-        if loc.function.is_some() || im.detail() != Detail::Address {
+        if loc.function.is_some() {
             return None;
         }
         let name = im.path.file_name().map_or_else(|| im.path.to_string_lossy(), |n| n.to_string_lossy());
@@ -511,8 +512,13 @@ impl Symbolizer {
         let (mut lo, mut hi) = (sec_lo, sec_hi);
         match im.elf.function_span(p, sec) {
             Some((m, (from, until))) => {
-                s.symbol = m.index as u32;
-                s.offset = m.offset;
+                // A symbol with a size names only what it covers: code past
+                // its end (a static function of a stripped library) is not
+                // part of it. Over the span the answer is the same.
+                if m.inside || m.symbol.size == 0 {
+                    s.symbol = m.index as u32;
+                    s.offset = m.offset;
+                }
                 lo = lo.max(from.wrapping_add(im.bias));
                 hi = hi.min(until.wrapping_add(im.bias));
             }
@@ -550,7 +556,8 @@ impl Symbolizer {
         Location {
             image: Some(s.image as usize),
             function: (s.symbol != NONE).then(|| &im.elf.symbols[s.symbol as usize]),
-            offset: s.offset,
+            // A cache hit moves the offset along; without a symbol there is none.
+            offset: if s.symbol == NONE { 0 } else { s.offset },
             file: if s.file == NONE {
                 None
             } else {
