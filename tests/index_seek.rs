@@ -458,3 +458,22 @@ fn open_speculation_keeps_the_saved_states_bounded() {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// Issue 14: the same capture opened by another spelling of its path rebuilt
+/// its index (the fingerprint hashed the memory dumps' path text).
+#[test]
+fn another_spelling_of_the_capture_path_reuses_its_index() {
+    let Some(snap) = scratch_snapshot("juno_r1_1", "spelling") else { return };
+    let parent = snap.parent().unwrap();
+    let name = snap.file_name().unwrap().to_string_lossy().into_owned();
+    let link = parent.join("link");
+    std::os::unix::fs::symlink(&snap, &link).unwrap();
+    let (ok, out, err) = tracesight(&["index", snap.to_str().unwrap()]);
+    assert!(ok && out.contains("built in"), "{out}{err}");
+    let dotted = parent.join(".").join("..").join(parent.file_name().unwrap()).join(&name);
+    for other in [dotted, link] {
+        let (ok, out, err) = tracesight(&["index", other.to_str().unwrap()]);
+        assert!(ok && out.contains("up to date"), "{}: {out}{err}", other.display());
+    }
+    let _ = std::fs::remove_dir_all(parent);
+}

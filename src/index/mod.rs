@@ -142,7 +142,10 @@ pub fn fingerprint_fragments(plan: &BufferPlan, fragments: &[Fragment], opts: &R
         h.write(format!("{}|{:?}|{:?}", s.name, s.trace_id, s.kind).as_bytes());
     }
     for r in plan.image.regions() {
-        h.write(format!("{:x}-{:x}|{:?}|{}", r.start, r.last, r.space, r.path.display()).as_bytes());
+        // The same capture opened by another spelling of its path (relative,
+        // through a symbolic link, `dir/../dir`) has the same index.
+        let path = std::fs::canonicalize(&r.path).unwrap_or_else(|_| r.path.clone());
+        h.write(format!("{:x}-{:x}|{:?}|{}", r.start, r.last, r.space, path.display()).as_bytes());
         if let Ok(m) = std::fs::metadata(&r.path) {
             h.write(&m.len().to_le_bytes());
             if let Ok(t) = m.modified().map(|t| t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default()) {
