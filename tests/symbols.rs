@@ -630,3 +630,19 @@ fn code_past_a_sized_symbol_is_named_by_file_and_offset() {
     assert_eq!(sym.stripped_label(&past, hidden + 4), Some(format!("libt.so+{:#x}", hidden + 4)));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// Issue 14: the same ELF given twice (another path spelling) is one image,
+/// so `/` does not list its functions twice; at another load address it is
+/// another image.
+#[test]
+fn the_same_image_twice_is_one_image() {
+    let mut sym = Symbolizer::new();
+    let a = sym.add_image(&bin("shapes"), None).unwrap();
+    let again = data().join("bin").join(".").join("shapes");
+    assert_eq!(sym.add_image(&again, None).unwrap(), a);
+    assert_eq!(sym.images().len(), 1);
+    let n = sym.function_table().len();
+    let b = sym.add_image(&bin("shapes"), Some(0x7f00_0000)).unwrap();
+    assert_ne!(a, b);
+    assert!(sym.function_table().len() > n);
+}

@@ -77,9 +77,15 @@ impl MemoryImage {
         }
         let low = segs.iter().map(|s| s.vaddr).min().unwrap_or(0);
         let bias = load.map_or(0, |l| l.wrapping_sub(low));
+        // A snapshot may map this very file as a raw dump (Cortex-R layouts
+        // name the program's ELF file at address 0): the segments are what
+        // the core ran, so they replace it rather than clash with it.
+        self.unmap_raw(path);
+        let first = self.region_count();
         for s in &segs {
             self.add_file(path, s.vaddr.wrapping_add(bias), Some(s.file_size), s.file_offset, MemSpace::ANY)?;
         }
+        self.mark_segments(first, path);
         Ok(segs.len())
     }
 }
@@ -136,5 +142,33 @@ mod tests {
         assert_eq!(parse_image_arg("a/b.so@0x7f00").unwrap(), ("a/b.so".into(), Some(0x7f00)));
         assert_eq!(parse_image_arg("vmlinux").unwrap(), ("vmlinux".into(), None));
         assert!(parse_image_arg("x@zz").is_err());
+    }
+
+    /// Issue 14: a snapshot that maps the program's ELF file as a raw dump at
+    /// 0 (Cortex-R layout) and `--image` of the same file: the segments
+    /// replace the raw bytes instead of failing with an overlap error; a
+    /// different file over them still fails.
+    #[test]
+    fn segments_replace_a_raw_mapping_of_the_same_file() {
+        let code = [0x1f, 0x20, 0x03, 0xd5, 0xc0, 0x03, 0x5f, 0xd6]; // nop; ret
+        let dir = std::env::temp_dir().join(format!("tracesight-elf-raw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("r5.elf");
+        std::fs::write(&p, tiny_elf(0x40, &code)).unwrap();
+        let mut m = MemoryImage::new();
+        m.add_file(&p, 0, None, 0, MemSpace::ANY).unwrap();
+        assert_eq!(m.read_u32(0, MemSpace::EL1N), Some(0x464c_457f), "raw: the ELF header at 0");
+        // Another spelling of the same file.
+        let other = dir.join(".").join("r5.elf");
+        assert_eq!(m.add_elf(&other, None).unwrap(), 1);
+        assert_eq!(m.read_u32(0x44, MemSpace::EL1N), Some(0xd65f03c0));
+        assert!(m.read_u32(0, MemSpace::EL1N).is_none(), "the raw mapping is gone");
+        // Loading it again is no conflict either.
+        assert_eq!(m.add_elf(&p, None).unwrap(), 1);
+        let q = dir.join("other.elf");
+        std::fs::write(&q, tiny_elf(0x40, &[0u8; 8])).unwrap();
+        let err = m.add_elf(&q, None).unwrap_err();
+        assert!(err.contains("overlaps"), "{err}");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

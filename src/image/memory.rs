@@ -37,6 +37,9 @@ struct Region {
     /// Offset of `start` in the file.
     offset: usize,
     path: PathBuf,
+    /// A loadable segment mapped by [`MemoryImage::add_elf`] (not the file
+    /// mapped as raw bytes).
+    elf_segment: bool,
 }
 
 impl Region {
@@ -166,8 +169,40 @@ impl MemoryImage {
             file: Arc::new(Backing::File(file)),
             offset: offset as usize,
             path: path.to_path_buf(),
+            elf_segment: false,
         });
         Ok(note)
+    }
+
+    /// Drop the regions that map `path` (the same file, by device and inode)
+    /// as raw bytes: its loadable segments are about to replace them.
+    /// Returns where they were mapped.
+    pub(crate) fn unmap_raw(&mut self, path: &Path) -> Vec<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let id = |p: &Path| std::fs::metadata(p).ok().map(|m| (m.dev(), m.ino()));
+        let Some(target) = id(path) else { return Vec::new() };
+        let mut gone = Vec::new();
+        self.regions.retain(|r| {
+            let same = !r.elf_segment && matches!(*r.file, Backing::File(_)) && id(&r.path) == Some(target);
+            if same {
+                gone.push((r.start, r.start + (r.len - 1)));
+            }
+            !same
+        });
+        self.last_hit.set(0);
+        gone
+    }
+
+    /// How many regions are mapped.
+    pub fn region_count(&self) -> usize {
+        self.regions.len()
+    }
+
+    /// Mark the regions of `path` added from `first` on as ELF segments.
+    pub(crate) fn mark_segments(&mut self, first: usize, path: &Path) {
+        for r in self.regions.iter_mut().skip(first).filter(|r| r.path == path) {
+            r.elf_segment = true;
+        }
     }
 
     /// Map `bytes` at `start` (code built in memory: tests, synthesized images).
@@ -181,6 +216,7 @@ impl MemoryImage {
                 file: Arc::new(Backing::Bytes(bytes)),
                 offset: 0,
                 path: PathBuf::from("<memory>"),
+                elf_segment: false,
             });
         }
     }

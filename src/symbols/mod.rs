@@ -387,11 +387,15 @@ pub struct SymbolInfo {
 #[derive(Debug, Default)]
 pub struct Symbolizer {
     images: Vec<Image>,
+    /// What each image was opened as (canonical path, load address), so
+    /// that the same file at the same place is one image, whatever the path
+    /// spelling (otherwise its functions would be listed twice).
+    keys: Vec<(PathBuf, Option<u64>)>,
 }
 
 impl Symbolizer {
     pub fn new() -> Symbolizer {
-        Symbolizer { images: Vec::new() }
+        Symbolizer { images: Vec::new(), keys: Vec::new() }
     }
 
     /// Open several images, each with an optional load address.
@@ -406,8 +410,15 @@ impl Symbolizer {
     }
 
     /// Add an image; returns its index.
+    /// The same file at the same load address again gives the index it
+    /// already has.
     pub fn add_image(&mut self, path: &Path, load: Option<u64>) -> Result<usize, ImageError> {
+        let key = (std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()), load);
+        if let Some(i) = self.keys.iter().position(|k| *k == key) {
+            return Ok(i);
+        }
         self.images.push(Image::open(path, load)?);
+        self.keys.push(key);
         Ok(self.images.len() - 1)
     }
 
