@@ -161,6 +161,15 @@ pub struct App {
     pub lanes: Vec<super::worker::Lane>,
     /// The search in flight: generation and what it looks for.
     pub finding: Option<(u64, String)>,
+    /// Whether the search in flight starts from the cursor (x, n, ...):
+    /// then the same keys pressed meanwhile wait in `find_queue` and each
+    /// starts where the previous one landed, instead of restarting it.
+    finding_rel: bool,
+    find_queue: VecDeque<(Dir, FindWhat, String)>,
+    /// `g addr:`: the search from the start to run when the one from the
+    /// cursor reaches the end without a hit, and whether it is running.
+    find_wrap: Option<FindWhat>,
+    find_wrapped: bool,
     pub exporting: Option<PathBuf>,
     /// Before the index exists: how far the trace is known to go.
     pub provisional: Option<u64>,
@@ -203,6 +212,10 @@ impl App {
             functions: Vec::new(),
             lanes: Vec::new(),
             finding: None,
+            finding_rel: false,
+            find_queue: VecDeque::new(),
+            find_wrap: None,
+            find_wrapped: false,
             exporting: None,
             provisional: None,
             message: String::new(),
@@ -224,6 +237,11 @@ impl App {
 
     pub fn layout(&self) -> super::draw::Areas {
         super::draw::areas(ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1), self)
+    }
+
+    /// Columns inside the list pane's border.
+    pub fn list_inner_width(&self) -> usize {
+        self.layout().list.width.saturating_sub(2) as usize
     }
 
     /// Rows of the list pane.
@@ -378,9 +396,30 @@ impl App {
             self.forward.clear();
         }
         self.cursor = Pos { number: n, sub: self.elem_sub(n) };
-        let third = (self.list_height() / 3) as u64;
-        self.top = Pos { number: n.saturating_sub(third), sub: 0 };
+        let h = self.list_height() as u64;
+        // Near the end the last screenful shows, not a list mostly empty.
+        let top = n.saturating_sub(h / 3).min(total.saturating_sub(h));
+        self.top = Pos { number: top, sub: 0 };
+        self.keep_cursor_visible();
         self.request_visible();
+    }
+
+    /// `g N`: past the end (or past what is known while indexing) goes to
+    /// the last element and says so.
+    fn goto_element(&mut self, n: u64) {
+        let Some(total) = self.total() else {
+            self.message = "the capture is not open yet".into();
+            return;
+        };
+        self.jump_to(n, true);
+        if n >= total {
+            let last = total.saturating_sub(1);
+            self.message = if self.indexed.is_none() {
+                format!("element {n} is not decoded yet (indexing): at element {last}, the last known so far")
+            } else {
+                format!("element {n} is past the end: at the last element, {last}")
+            };
+        }
     }
 
     fn move_by(&mut self, lines: i64) {
@@ -451,6 +490,10 @@ impl App {
     // ---- searches -----------------------------------------------------------
 
     fn start_find(&mut self, from: u64, dir: Dir, what: FindWhat, label: String) {
+        self.finding_rel = false;
+        self.find_queue.clear();
+        self.find_wrap = None;
+        self.find_wrapped = false;
         let generation = self.progress.find_generation.fetch_add(1, Ordering::Relaxed) + 1;
         self.finding = Some((generation, label.clone()));
         self.progress.request_waiting.store(true, Ordering::Relaxed);
@@ -458,8 +501,13 @@ impl App {
     }
 
     fn find_rel(&mut self, dir: Dir, what: FindWhat, label: &str) {
+        if self.finding.is_some() && self.finding_rel {
+            self.find_queue.push_back((dir, what, label.to_string()));
+            return;
+        }
         let from = self.cursor.number;
         self.start_find(from, dir, what, label.to_string());
+        self.finding_rel = true;
     }
 
     fn repeat_search(&mut self, dir: Dir) {
@@ -571,11 +619,28 @@ impl App {
     pub fn on_response(&mut self, r: Response) {
         match r {
             Response::Opened(info) => {
+                // What `decode` prints on stderr (missing memory images,
+                // unused files): the status line says it instead.
+                match info.warnings.as_slice() {
+                    [] => {}
+                    [w] => self.message = format!("warning: {w}"),
+                    [w, rest @ ..] => self.message = format!("warning: {w} (and {} more: see `tracesight info`)", rest.len()),
+                }
                 self.info = Some(info);
                 self.provisional = Some(1);
                 self.request_visible();
             }
             Response::Indexed(ix) => {
+                let mut notes = Vec::new();
+                if let Some(stop) = &ix.stop {
+                    notes.push(format!("the decode stopped before the end of the trace: {stop}"));
+                }
+                if let Some(why) = &ix.unsaved {
+                    notes.push(format!("index kept in memory (not saved: {why}); it is rebuilt next time"));
+                }
+                if !notes.is_empty() {
+                    self.message = notes.join("; ");
+                }
                 self.indexed = Some(ix);
                 self.request_visible();
             }
@@ -620,10 +685,28 @@ impl App {
                     self.finding = None;
                     match result {
                         Some(n) => {
-                            self.message = format!("{label}: element {n}");
+                            let wrapped = if self.find_wrapped { " (wrapped: none after the cursor, the first from the start)" } else { "" };
+                            self.message = format!("{label}: element {n}{wrapped}");
+                            self.find_wrapped = false;
                             self.jump_to(n, true);
+                            // The next queued search starts from here.
+                            if let Some((dir, what, label)) = self.find_queue.pop_front() {
+                                let rest = std::mem::take(&mut self.find_queue);
+                                self.find_rel(dir, what, &label);
+                                self.find_queue = rest;
+                            }
                         }
-                        None => self.message = format!("{label}: not found"),
+                        None => match self.find_wrap.take() {
+                            Some(what) => {
+                                self.start_find(0, Dir::Forward, what, label);
+                                self.find_wrapped = true;
+                            }
+                            None => {
+                                self.message = format!("{label}: not found");
+                                self.find_queue.clear();
+                                self.find_wrapped = false;
+                            }
+                        },
                     }
                 }
             }
@@ -709,8 +792,16 @@ impl App {
                 Action::Cancel => self.mode = Mode::Normal,
                 Action::Submit => {
                     self.mode = Mode::Normal;
+                    self.message.clear();
                     match self.parse_goto(&input) {
-                        Ok((FindWhat::Target(SeekTarget::Element(n)), _)) => self.jump_to(n, true),
+                        Ok((FindWhat::Target(SeekTarget::Element(n)), _)) => self.goto_element(n),
+                        Ok((FindWhat::Target(SeekTarget::Address(a)), label)) => {
+                            // The next execution after the cursor, wrapping
+                            // to the start (as n does after it).
+                            self.last_search = Some(LastSearch { what: FindWhat::Target(SeekTarget::Address(a)), label: label.clone() });
+                            self.start_find(self.cursor.number, Dir::Forward, FindWhat::Address(a), label);
+                            self.find_wrap = Some(FindWhat::Target(SeekTarget::Address(a)));
+                        }
                         Ok((what, label)) => {
                             self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
                             self.start_find(0, Dir::Forward, what, label);
@@ -787,6 +878,11 @@ impl App {
     }
 
     fn update_normal(&mut self, a: Action) {
+        // A message answers the key before: the next key that acts makes it
+        // stale (the timeline cursor keeps its hint while it has the keys).
+        if self.timeline_cursor.is_none() && !matches!(a, Action::Input(_) | Action::Backspace | Action::NextField) {
+            self.message.clear();
+        }
         if let Some(tc) = self.timeline_cursor {
             let (lo, hi) = self.zoom;
             let step = 1.0 / (self.size.0.saturating_sub(2).max(1)) as f64;
@@ -811,6 +907,7 @@ impl App {
                     self.progress.export_cancel.store(true, Ordering::Relaxed);
                     self.message = "cancelling the export".into();
                 } else if self.finding.take().is_some() {
+                    self.find_queue.clear();
                     self.progress.find_generation.fetch_add(1, Ordering::Relaxed);
                     self.message = "search cancelled".into();
                 } else {
@@ -906,11 +1003,12 @@ impl App {
                 self.zoom = (lo, lo + w);
             }
             Action::PanLeft | Action::PanRight => {
+                // The span is taken before `lo` moves: panning keeps it.
                 let (lo, hi) = self.zoom;
-                let step = (hi - lo) / 4.0;
-                let d = if a == Action::PanLeft { -step } else { step };
-                let lo = (lo + d).clamp(0.0, 1.0 - (hi - lo));
-                self.zoom = (lo, lo + (hi - lo));
+                let w = hi - lo;
+                let d = if a == Action::PanLeft { -w / 4.0 } else { w / 4.0 };
+                let lo = (lo + d).clamp(0.0, 1.0 - w);
+                self.zoom = (lo, lo + w);
             }
             Action::ZoomReset => self.zoom = (0.0, 1.0),
             Action::Timeline => {

@@ -137,16 +137,24 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
         // poll briefly while an answer is due, so rows show as soon as decoded.
         let wait = if app.waiting() { 2 } else { 30 };
         if event::poll(Duration::from_millis(wait)).map_err(|e| format!("terminal: {e}"))? {
-            let ev = event::read().map_err(|e| format!("terminal: {e}"))?;
-            if let Event::Resize(w, h) = ev {
-                let _ = term.autoresize();
-                app.update(app::Action::Resize(w, h));
-                dirty = true;
-                continue;
-            }
-            if let Some(a) = keys.action(&ev, &app.mode) {
-                app.update(a);
-                dirty = true;
+            // Every event already queued is applied before the next frame:
+            // a burst of keys (a held key, fast typing) costs one draw, and
+            // none waits behind a frame per key. Bounded, so a flood still
+            // lets a frame through.
+            for _ in 0..1024 {
+                dirty |= app.pump();
+                let ev = event::read().map_err(|e| format!("terminal: {e}"))?;
+                if let Event::Resize(w, h) = ev {
+                    let _ = term.autoresize();
+                    app.update(app::Action::Resize(w, h));
+                    dirty = true;
+                } else if let Some(a) = keys.action(&ev, &app.mode) {
+                    app.update(a);
+                    dirty = true;
+                }
+                if app.quit || !event::poll(Duration::ZERO).map_err(|e| format!("terminal: {e}"))? {
+                    break;
+                }
             }
         }
     }
