@@ -611,3 +611,90 @@ fn goto_explains_clamping_and_addr_goes_to_the_next_execution() {
     assert!(app.cursor.number <= n, "wrapped to the first execution: {}", app.message);
     assert!(app.message.contains("wrapped"), "{}", app.message);
 }
+
+/// What `decode` warns about shows in the viewer, the end of the trace is a
+/// row of its own, `End` shows the last screenful, and a terminal too small
+/// says so.
+#[test]
+fn warnings_the_end_of_the_trace_and_small_terminals_are_shown() {
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-cut-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let snap = dir.join("snapshot");
+    copy_dir(&demo(), &snap);
+    // A memory image missing and the trace cut short.
+    std::fs::remove_file(snap.join("mem/vectors.bin")).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(snap.join("trace.bin")).unwrap();
+    f.set_len(1_000_005).unwrap();
+    drop(f);
+    let mut app = tracesight::tui::spawn(&snap, &CaptureOptions::default(), (80, 24));
+    wait(&mut app, "the capture", |a| a.info.is_some());
+    assert!(app.message.starts_with("warning: ") && app.message.contains("vectors.bin"), "{}", app.message);
+    wait(&mut app, "the index", |a| a.indexed.is_some());
+    settle(&mut app);
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("⚠ 1 warning"), "the status bar counts the warnings:\n{text}");
+    let total = app.total().unwrap();
+    act(&mut app, &[Action::Bottom]);
+    settle(&mut app);
+    let (text, _) = screen(&app, PLAIN);
+    let last = format!(" {} ", total - 1);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with('│')).collect();
+    let end = rows.iter().position(|l| l.contains("— end of trace —")).unwrap_or_else(|| panic!("no end row:\n{text}"));
+    assert!(rows[end - 1].contains(&last), "the last element is just above the end row:\n{text}");
+    // The list is full: the rows above reach the list's header.
+    assert_eq!(app.top.number + app.list_height() as u64 - 1, total, "the last screenful, less the end row:\n{text}");
+    app.update(Action::Resize(20, 5));
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("terminal too small"), "{text}");
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Prompts edit at a caret: ← → Home End move it, typing inserts there,
+/// Ctrl-U deletes what is before it. An export over an existing file asks
+/// for a second Enter, and the dialog names the directory it writes to.
+#[test]
+fn text_fields_edit_and_export_asks_before_overwriting() {
+    let mut app = open((120, 40));
+    act(&mut app, &[Action::Goto]);
+    typed(&mut app, "1300");
+    act(&mut app, &[Action::Left, Action::Left, Action::Backspace]);
+    typed(&mut app, "2");
+    act(&mut app, &[Action::Top]);
+    typed(&mut app, "x");
+    act(&mut app, &[Action::ClearLine]);
+    let Mode::Goto { input } = app.mode.clone() else { panic!("go to prompt") };
+    assert_eq!(input, "1200");
+    act(&mut app, &[Action::Bottom]);
+    typed(&mut app, "0");
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("go to: 12000▏"), "{text}");
+    act(&mut app, &[Action::Left, Action::Left]);
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("go to: 120▏00"), "{text}");
+    app.update(Action::Submit);
+    assert_eq!(app.cursor.number, 12000);
+    settle(&mut app);
+
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-overwrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sel.txt");
+    std::fs::write(&path, "keep me").unwrap();
+    act(&mut app, &[Action::Anchor, Action::Down, Action::Export, Action::ClearLine]);
+    let Mode::Export { file, .. } = app.mode.clone() else { panic!("export dialog") };
+    assert_eq!(file, "", "Ctrl-U at the end clears the name");
+    typed(&mut app, path.to_str().unwrap());
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains(&format!(" in {}", dir.display())), "the directory is named:\n{text}");
+    app.update(Action::Submit);
+    assert!(matches!(app.mode, Mode::Export { .. }), "the first Enter only asks");
+    assert!(app.exporting.is_none());
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("the file exists: Enter again replaces it"), "{text}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
+    app.update(Action::Submit);
+    wait(&mut app, "the export", |a| a.exporting.is_none());
+    assert!(app.message.starts_with("exported 2 elements"), "{}", app.message);
+    assert_ne!(std::fs::read_to_string(&path).unwrap(), "keep me");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -65,6 +65,8 @@ pub enum Action {
     Click(u16, u16),
     Input(char),
     Backspace,
+    /// Ctrl-U in a text field: delete what is before the caret.
+    ClearLine,
     /// Tab inside a dialog.
     NextField,
     Submit,
@@ -180,6 +182,10 @@ pub struct App {
     /// The timeline's own cursor (a fraction of the visible part) while the
     /// timeline has the keyboard.
     pub timeline_cursor: Option<f64>,
+    /// The caret in the text field of a prompt (a char index).
+    pub text_at: usize,
+    /// The export file that exists and that a second Enter overwrites.
+    pub export_confirm: Option<PathBuf>,
     pub quit: bool,
 }
 
@@ -222,6 +228,8 @@ impl App {
             size,
             zoom: (0.0, 1.0),
             timeline_cursor: None,
+            text_at: 0,
+            export_confirm: None,
             quit: false,
         }
     }
@@ -397,8 +405,9 @@ impl App {
         }
         self.cursor = Pos { number: n, sub: self.elem_sub(n) };
         let h = self.list_height() as u64;
-        // Near the end the last screenful shows, not a list mostly empty.
-        let top = n.saturating_sub(h / 3).min(total.saturating_sub(h));
+        // Near the end the last screenful shows, not a list mostly empty,
+        // with a line left for the row that says where the trace ends.
+        let top = n.saturating_sub(h / 3).min(total.saturating_sub(h.saturating_sub(1)));
         self.top = Pos { number: top, sub: 0 };
         self.keep_cursor_visible();
         self.request_visible();
@@ -601,7 +610,10 @@ impl App {
             return;
         };
         let format = ExportFormat::Opencsd;
-        self.mode = Mode::Export { format, file: default_export_name(from, to, format), from, to };
+        let file = default_export_name(from, to, format);
+        self.text_at = file.chars().count();
+        self.export_confirm = None;
+        self.mode = Mode::Export { format, file, from, to };
     }
 
     // ---- responses ----------------------------------------------------------
@@ -751,6 +763,35 @@ impl App {
 
     // ---- actions ------------------------------------------------------------
 
+    /// Edit the text of a prompt at the caret: typing, Backspace, Ctrl-U,
+    /// ← →, Home End. False when `a` is not an edit.
+    fn edit(&mut self, text: &mut String, a: Action) -> bool {
+        let len = text.chars().count();
+        let at = self.text_at.min(len);
+        let byte = |i: usize| text.char_indices().nth(i).map_or(text.len(), |(b, _)| b);
+        match a {
+            Action::Input(c) => {
+                text.insert(byte(at), c);
+                self.text_at = at + 1;
+            }
+            Action::Backspace if at > 0 => {
+                text.remove(byte(at - 1));
+                self.text_at = at - 1;
+            }
+            Action::Backspace => {}
+            Action::ClearLine => {
+                text.replace_range(..byte(at), "");
+                self.text_at = 0;
+            }
+            Action::Left => self.text_at = at.saturating_sub(1),
+            Action::Right => self.text_at = (at + 1).min(len),
+            Action::Top => self.text_at = 0,
+            Action::Bottom => self.text_at = len,
+            _ => return false,
+        }
+        true
+    }
+
     pub fn update(&mut self, a: Action) {
         if let Action::Resize(w, h) = a {
             self.size = (w, h);
@@ -781,14 +822,7 @@ impl App {
                 self.mode = Mode::Normal;
             }
             Mode::Goto { mut input } => match a {
-                Action::Input(c) => {
-                    input.push(c);
-                    self.mode = Mode::Goto { input };
-                }
-                Action::Backspace => {
-                    input.pop();
-                    self.mode = Mode::Goto { input };
-                }
+                _ if self.edit(&mut input, a) => self.mode = Mode::Goto { input },
                 Action::Cancel => self.mode = Mode::Normal,
                 Action::Submit => {
                     self.mode = Mode::Normal;
@@ -812,15 +846,13 @@ impl App {
                 _ => {}
             },
             Mode::Search { mut input, selected, hits } => match a {
-                Action::Input(c) => {
-                    input.push(c);
-                    let hits = self.search_hits(&input);
-                    self.mode = Mode::Search { input, hits, selected: 0 };
-                }
-                Action::Backspace => {
-                    input.pop();
-                    let hits = self.search_hits(&input);
-                    self.mode = Mode::Search { input, hits, selected: 0 };
+                _ if self.edit(&mut input, a) => {
+                    let (hits, selected) = if matches!(a, Action::Left | Action::Right | Action::Top | Action::Bottom) {
+                        (hits, selected)
+                    } else {
+                        (self.search_hits(&input), 0)
+                    };
+                    self.mode = Mode::Search { input, hits, selected };
                 }
                 Action::Down | Action::NextField => {
                     let s = (selected + 1).min(hits.len().saturating_sub(1));
@@ -846,12 +878,8 @@ impl App {
                 _ => {}
             },
             Mode::Export { format, mut file, from, to } => match a {
-                Action::Input(c) => {
-                    file.push(c);
-                    self.mode = Mode::Export { format, file, from, to };
-                }
-                Action::Backspace => {
-                    file.pop();
+                _ if self.edit(&mut file, a) => {
+                    self.export_confirm = None;
                     self.mode = Mode::Export { format, file, from, to };
                 }
                 Action::NextField => {
@@ -860,13 +888,25 @@ impl App {
                     // Keep a name the user typed; follow the format otherwise.
                     if file == default_export_name(from, to, format) {
                         file = default_export_name(from, to, next);
+                        self.text_at = file.chars().count();
                     }
+                    self.export_confirm = None;
                     self.mode = Mode::Export { format: next, file, from, to };
                 }
-                Action::Cancel => self.mode = Mode::Normal,
-                Action::Submit => {
+                Action::Cancel => {
+                    self.export_confirm = None;
                     self.mode = Mode::Normal;
+                }
+                Action::Submit => {
                     let path = PathBuf::from(file.trim());
+                    // An existing file is replaced only on a second Enter.
+                    if path.exists() && self.export_confirm.as_ref() != Some(&path) {
+                        self.export_confirm = Some(path);
+                        self.mode = Mode::Export { format, file, from, to };
+                        return;
+                    }
+                    self.export_confirm = None;
+                    self.mode = Mode::Normal;
                     self.exporting = Some(path.clone());
                     self.message = format!("exporting {} elements to {}", to - from, path.display());
                     self.progress.request_waiting.store(true, Ordering::Relaxed);
@@ -955,9 +995,13 @@ impl App {
                 };
             }
             Action::ToggleDisasm => self.show_disasm = !self.show_disasm,
-            Action::Goto => self.mode = Mode::Goto { input: String::new() },
+            Action::Goto => {
+                self.text_at = 0;
+                self.mode = Mode::Goto { input: String::new() };
+            }
             Action::Search => {
                 let hits = self.search_hits("");
+                self.text_at = 0;
                 self.mode = Mode::Search { input: String::new(), hits, selected: 0 };
             }
             Action::NextMatch => self.repeat_search(Dir::Forward),
@@ -1023,7 +1067,7 @@ impl App {
                 // Enter on the list expands, as `e` does in other viewers.
                 self.update_normal(Action::Expand);
             }
-            Action::Input(_) | Action::Backspace | Action::NextField | Action::Resize(..) => {}
+            Action::Input(_) | Action::Backspace | Action::ClearLine | Action::NextField | Action::Resize(..) => {}
         }
     }
 

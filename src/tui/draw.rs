@@ -618,7 +618,7 @@ fn short_path(p: &str) -> String {
 fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     use std::sync::atomic::Ordering;
     let left = match &app.mode {
-        Mode::Goto { input } => format!("go to: {input}▏  (N · ts:T · cc:C · off:B · addr:HEX · fn:NAME; Enter, Esc)"),
+        Mode::Goto { input } => format!("go to: {}  (N · ts:T · cc:C · off:B · addr:HEX · fn:NAME; Enter, Esc)", with_caret(input, app.text_at)),
         Mode::Mark { set: true } => "set mark: press a letter".into(),
         Mode::Mark { set: false } => "jump to mark: press a letter".into(),
         _ => {
@@ -727,7 +727,7 @@ fn draw_search(app: &App, f: &mut Frame<'_>, list: Rect, pal: Palette) {
     let Mode::Search { input, hits, selected } = &app.mode else { return };
     let area = centered(list, list.width.saturating_sub(4).min(90), list.height.saturating_sub(2).max(5));
     let h = area.height.saturating_sub(3) as usize;
-    let mut lines = vec![Line::from(format!(" / {input}▏"))];
+    let mut lines = vec![Line::from(format!(" / {}", with_caret(input, app.text_at)))];
     let skip = selected.saturating_sub(h.saturating_sub(1));
     for (i, hit) in hits.iter().enumerate().skip(skip).take(h) {
         let func = &app.functions[hit.function];
@@ -753,9 +753,32 @@ fn draw_search(app: &App, f: &mut Frame<'_>, list: Rect, pal: Palette) {
     f.render_widget(Paragraph::new(lines).block(block(" functions · entries · Enter goes to the first ".into())), area);
 }
 
+/// A prompt's text with the caret (`▏`) at char `at`.
+fn with_caret(text: &str, at: usize) -> String {
+    let at = at.min(text.chars().count());
+    let mut s: String = text.chars().take(at).collect();
+    s.push('▏');
+    s.extend(text.chars().skip(at));
+    s
+}
+
+/// The directory an export named `file` goes to, absolute: a relative name
+/// is relative to where the viewer was started, which the user may not
+/// remember.
+fn export_dir(file: &str) -> String {
+    let p = std::path::Path::new(file.trim());
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).map(std::path::Path::to_path_buf);
+    let dir = match dir {
+        Some(d) if d.is_absolute() => d,
+        Some(d) => std::env::current_dir().map(|c| c.join(&d)).unwrap_or(d),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
+    dir.display().to_string()
+}
+
 fn draw_export(app: &App, f: &mut Frame<'_>, pal: Palette) {
     let Mode::Export { format, file, from, to } = &app.mode else { return };
-    let area = centered(f.area(), 70, 7);
+    let area = centered(f.area(), 70, 8);
     let formats: Vec<Span> = crate::export::ExportFormat::ALL
     .into_iter()
     .map(|x| {
@@ -769,8 +792,15 @@ fn draw_export(app: &App, f: &mut Frame<'_>, pal: Palette) {
     let lines = vec![
         Line::from(format!(" elements {} to {} ({} elements)", thousands(*from), thousands(to - 1), thousands(to - from))),
         Line::from(formats),
-        Line::from(format!(" file: {file}▏")),
-        Line::from(Span::styled(" Tab format · Enter write · Esc cancel", Style::default().add_modifier(Modifier::DIM))),
+        Line::from(format!(" file: {}", with_caret(file, app.text_at))),
+        Line::from(Span::styled(format!(" in {}", export_dir(file)), Style::default().add_modifier(Modifier::DIM))),
+        match &app.export_confirm {
+            Some(p) if p.as_os_str() == std::ffi::OsStr::new(file.trim()) => Line::from(Span::styled(
+                " the file exists: Enter again replaces it · Esc cancels",
+                pal.fg(Color::Red).add_modifier(Modifier::BOLD),
+            )),
+            _ => Line::from(Span::styled(" Tab format · Enter write · Esc cancel", Style::default().add_modifier(Modifier::DIM))),
+        },
     ];
     f.render_widget(Clear, area);
     f.render_widget(Paragraph::new(lines).block(block(" export ".into())), area);
