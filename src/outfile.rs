@@ -173,17 +173,26 @@ pub fn remove_on_signals() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         use signal_hook::consts::{SIGINT, SIGTERM};
-        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else { return };
-        let _ = std::thread::Builder::new().name("output-cleanup".into()).spawn(move || {
-            if let Some(sig) = signals.forever().next() {
-                for p in lock().drain(..) {
-                    let _ = fs::remove_file(p);
-                }
-                // Die of the signal, so the parent sees what happened.
-                let _ = signal_hook::low_level::emulate_default_handler(sig);
-                std::process::exit(128 + sig);
+        die_on_signals(&[SIGINT, SIGTERM], || {});
+    });
+}
+
+/// On the first of `signals`: run `first` (the viewer gives the terminal
+/// back), remove every registered temporary file, then die of the signal so
+/// the parent sees what ended the process (a shell reports 128 + signal).
+/// One owner per process: the viewer installs this instead of
+/// [`remove_on_signals`], whose work it includes.
+pub fn die_on_signals(signals: &[i32], first: fn()) {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new(signals) else { return };
+    let _ = std::thread::Builder::new().name("fatal-signals".into()).spawn(move || {
+        if let Some(sig) = signals.forever().next() {
+            first();
+            for p in lock().drain(..) {
+                let _ = fs::remove_file(p);
             }
-        });
+            let _ = signal_hook::low_level::emulate_default_handler(sig);
+            std::process::exit(128 + sig);
+        }
     });
 }
 

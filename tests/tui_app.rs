@@ -402,3 +402,299 @@ fn perf_data_opens_with_a_lane_per_cpu_and_a_cpu_column() {
     drop(app);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap().flatten() {
+        let name = e.file_name();
+        if name.to_string_lossy().ends_with(".tsidx") {
+            continue;
+        }
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &dst.join(&name));
+        } else {
+            std::fs::copy(e.path(), dst.join(&name)).unwrap();
+        }
+    }
+}
+
+/// No place takes the index file: the viewer keeps the index it built in
+/// memory, says so, and browses as usual (it used to hang at "indexing").
+/// A directory where the index file goes beside the trace and a file as the
+/// cache directory make both places unwritable, even for root.
+#[test]
+fn an_index_that_cannot_be_written_is_kept_in_memory() {
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-unsaved-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let snap = dir.join("snapshot");
+    copy_dir(&demo(), &snap);
+    let copts = CaptureOptions::default();
+    let cap = tracesight::capture::Capture::open(&snap, &copts).unwrap();
+    let ix = cap.open_index(&Default::default(), false, &tracesight::index::BuildProgress::new()).unwrap();
+    let beside = ix.path.clone();
+    drop(ix);
+    drop(cap);
+    assert!(beside.starts_with(&snap), "the index was written beside the trace: {}", beside.display());
+    std::fs::remove_file(&beside).unwrap();
+    std::fs::create_dir_all(beside.join("in-the-way")).unwrap();
+    let not_a_dir = dir.join("cache-is-a-file");
+    std::fs::write(&not_a_dir, b"").unwrap();
+    // Read when each index path is worked out; other tests only lose the
+    // cache as a second place (they write beside their trace).
+    std::env::set_var("XDG_CACHE_HOME", &not_a_dir);
+    let mut app = tracesight::tui::spawn(&snap, &copts, (120, 40));
+    wait(&mut app, "the index (in memory)", |a| a.indexed.is_some());
+    let ix = app.indexed.clone().unwrap();
+    assert!(ix.unsaved.is_some(), "the index says it is not saved");
+    assert!(app.message.starts_with("index kept in memory"), "{}", app.message);
+    // Everything that needs the index works: the finder shares it.
+    goto(&mut app, 1000);
+    act(&mut app, &[Action::NextException]);
+    found(&mut app);
+    assert_eq!(app.entry(app.cursor.number).unwrap().row.kind, RowKind::Exception, "{}", app.message);
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains(" index in memory "), "the status bar says so:\n{text}");
+    assert!(beside.is_dir(), "nothing replaced what was in the way");
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `H` and `L` move the zoomed span without changing its width.
+#[test]
+fn panning_keeps_the_zoomed_span() {
+    let mut app = open((120, 40));
+    act(&mut app, &[Action::ZoomIn, Action::ZoomIn, Action::ZoomIn]);
+    let (lo, hi) = app.zoom;
+    let w = hi - lo;
+    for (a, moved) in [(Action::PanRight, true), (Action::PanRight, true), (Action::PanLeft, true)] {
+        let before = app.zoom;
+        app.update(a);
+        let (l, h) = app.zoom;
+        assert!(((h - l) - w).abs() < 1e-12, "{a:?}: span {} became {}", w, h - l);
+        assert_eq!(before != app.zoom, moved, "{a:?} moved the span");
+    }
+    // At the edge the span stays whole.
+    for _ in 0..100 {
+        app.update(Action::PanLeft);
+    }
+    let (l, h) = app.zoom;
+    assert_eq!(l, 0.0);
+    assert!(((h - l) - w).abs() < 1e-12);
+}
+
+/// A row without an address empties the source pane instead of keeping the
+/// file of the row before.
+#[test]
+fn the_source_pane_follows_the_cursor_to_rows_without_an_address() {
+    let mut app = open((120, 40));
+    goto(&mut app, 1000);
+    let (before, _) = screen(&app, PLAIN);
+    assert!(!before.contains("no address"), "element 1000 has an address:\n{before}");
+    let mut n = 1000;
+    let plain = loop {
+        n += 1;
+        match app.entry(n) {
+            Some(e) if e.row.addr.is_none() && e.notes.is_empty() => break n,
+            Some(_) => {}
+            None => goto(&mut app, n),
+        }
+        assert!(n < 5000, "no row without an address near 1000");
+    };
+    goto(&mut app, plain);
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains(" source · no address "), "element {plain}:\n{text}");
+    act(&mut app, &[Action::ToggleDisasm]);
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains(" disassembly · no address "), "element {plain}:\n{text}");
+}
+
+/// Keys pressed faster than searches answer are all applied: five `x` in a
+/// row land where five `x` one after the other do.
+#[test]
+fn repeated_searches_pressed_at_once_each_move() {
+    let mut app = open((120, 40));
+    let mut one_by_one = Vec::new();
+    for _ in 0..5 {
+        act(&mut app, &[Action::NextException]);
+        found(&mut app);
+        one_by_one.push(app.cursor.number);
+    }
+    assert!(one_by_one.windows(2).all(|w| w[1] > w[0]), "five distinct exceptions: {one_by_one:?}");
+    goto(&mut app, 0);
+    act(&mut app, &[Action::NextException; 5]);
+    found(&mut app);
+    assert_eq!(app.cursor.number, one_by_one[4], "{}", app.message);
+    // Back through the history, one jump at a time.
+    act(&mut app, &[Action::Back]);
+    assert_eq!(app.cursor.number, one_by_one[3]);
+}
+
+/// A cancelled search stops at once: the next one does not wait for it to
+/// read the whole trace, and a running search reports how far it got.
+#[test]
+fn a_cancelled_search_does_not_delay_the_next() {
+    let mut app = open((120, 40));
+    // An address the trace never executes: the search reads everything.
+    let full = |app: &mut App| {
+        let t = Instant::now();
+        act(app, &[Action::Goto]);
+        typed(app, "addr:0x4");
+        app.update(Action::Submit);
+        let mut progress = 0;
+        wait(app, "a search that finds nothing", |a| {
+            a.finding.is_none()
+        });
+        app.pump();
+        progress = progress.max(app.progress.find_at.load(std::sync::atomic::Ordering::Relaxed));
+        (t.elapsed(), progress)
+    };
+    let (whole, reached) = full(&mut app);
+    assert!(app.message.contains("not found"), "{}", app.message);
+    assert!(reached > 0, "the search reported its progress");
+    goto(&mut app, 0);
+    let t = Instant::now();
+    act(&mut app, &[Action::Goto]);
+    typed(&mut app, "addr:0x4");
+    app.update(Action::Submit);
+    app.update(Action::Cancel);
+    assert!(app.message.contains("cancelled"), "{}", app.message);
+    act(&mut app, &[Action::NextException]);
+    found(&mut app);
+    let after_cancel = t.elapsed();
+    assert_eq!(app.entry(app.cursor.number).unwrap().row.kind, RowKind::Exception, "{}", app.message);
+    // Only meaningful when reading the whole trace takes a while.
+    if whole > Duration::from_millis(300) {
+        assert!(after_cancel < whole / 2, "after a cancel the next search took {after_cancel:?}; a whole search takes {whole:?}");
+    }
+}
+
+/// `g` says when it cannot go where asked; `addr:` goes to the next
+/// execution after the cursor and says when it wrapped; a message goes away
+/// with the next key that acts.
+#[test]
+fn goto_explains_clamping_and_addr_goes_to_the_next_execution() {
+    let mut app = open((120, 40));
+    let total = app.total().unwrap();
+    act(&mut app, &[Action::Goto]);
+    typed(&mut app, &(total + 50).to_string());
+    app.update(Action::Submit);
+    assert_eq!(app.cursor.number, total - 1);
+    assert!(app.message.contains("past the end"), "{}", app.message);
+    settle(&mut app);
+    act(&mut app, &[Action::Up]);
+    assert_eq!(app.message, "", "the message went stale");
+
+    // A range executed more than once.
+    goto(&mut app, 1000);
+    let mut n = 1000;
+    let addr = loop {
+        match app.entry(n).map(|e| e.row.clone()) {
+            Some(r) if r.kind == RowKind::Range => break r.addr.unwrap(),
+            Some(_) => n += 1,
+            None => goto(&mut app, n),
+        }
+    };
+    goto(&mut app, n);
+    act(&mut app, &[Action::Goto]);
+    typed(&mut app, &format!("addr:{addr:#x}"));
+    app.update(Action::Submit);
+    found(&mut app);
+    let next = app.cursor.number;
+    assert!(next > n, "addr: went to {next}, not past the cursor at {n}: {}", app.message);
+    assert!(!app.message.contains("wrapped"), "{}", app.message);
+    // From the last element it wraps to the first execution.
+    act(&mut app, &[Action::Bottom]);
+    act(&mut app, &[Action::Goto]);
+    typed(&mut app, &format!("addr:{addr:#x}"));
+    app.update(Action::Submit);
+    found(&mut app);
+    assert!(app.cursor.number <= n, "wrapped to the first execution: {}", app.message);
+    assert!(app.message.contains("wrapped"), "{}", app.message);
+}
+
+/// What `decode` warns about shows in the viewer, the end of the trace is a
+/// row of its own, `End` shows the last screenful, and a terminal too small
+/// says so.
+#[test]
+fn warnings_the_end_of_the_trace_and_small_terminals_are_shown() {
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-cut-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let snap = dir.join("snapshot");
+    copy_dir(&demo(), &snap);
+    // A memory image missing and the trace cut short.
+    std::fs::remove_file(snap.join("mem/vectors.bin")).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(snap.join("trace.bin")).unwrap();
+    f.set_len(1_000_005).unwrap();
+    drop(f);
+    let mut app = tracesight::tui::spawn(&snap, &CaptureOptions::default(), (80, 24));
+    wait(&mut app, "the capture", |a| a.info.is_some());
+    assert!(app.message.starts_with("warning: ") && app.message.contains("vectors.bin"), "{}", app.message);
+    wait(&mut app, "the index", |a| a.indexed.is_some());
+    settle(&mut app);
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("⚠ 1 warning"), "the status bar counts the warnings:\n{text}");
+    let total = app.total().unwrap();
+    act(&mut app, &[Action::Bottom]);
+    settle(&mut app);
+    let (text, _) = screen(&app, PLAIN);
+    let last = format!(" {} ", total - 1);
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with('│')).collect();
+    let end = rows.iter().position(|l| l.contains("— end of trace —")).unwrap_or_else(|| panic!("no end row:\n{text}"));
+    assert!(rows[end - 1].contains(&last), "the last element is just above the end row:\n{text}");
+    // The list is full: the rows above reach the list's header.
+    assert_eq!(app.top.number + app.list_height() as u64 - 1, total, "the last screenful, less the end row:\n{text}");
+    app.update(Action::Resize(20, 5));
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("terminal too small"), "{text}");
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Prompts edit at a caret: ← → Home End move it, typing inserts there,
+/// Ctrl-U deletes what is before it. An export over an existing file asks
+/// for a second Enter, and the dialog names the directory it writes to.
+#[test]
+fn text_fields_edit_and_export_asks_before_overwriting() {
+    let mut app = open((120, 40));
+    act(&mut app, &[Action::Goto]);
+    typed(&mut app, "1300");
+    act(&mut app, &[Action::Left, Action::Left, Action::Backspace]);
+    typed(&mut app, "2");
+    act(&mut app, &[Action::Top]);
+    typed(&mut app, "x");
+    act(&mut app, &[Action::ClearLine]);
+    let Mode::Goto { input } = app.mode.clone() else { panic!("go to prompt") };
+    assert_eq!(input, "1200");
+    act(&mut app, &[Action::Bottom]);
+    typed(&mut app, "0");
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("go to: 12000▏"), "{text}");
+    act(&mut app, &[Action::Left, Action::Left]);
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("go to: 120▏00"), "{text}");
+    app.update(Action::Submit);
+    assert_eq!(app.cursor.number, 12000);
+    settle(&mut app);
+
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-overwrite-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sel.txt");
+    std::fs::write(&path, "keep me").unwrap();
+    act(&mut app, &[Action::Anchor, Action::Down, Action::Export, Action::ClearLine]);
+    let Mode::Export { file, .. } = app.mode.clone() else { panic!("export dialog") };
+    assert_eq!(file, "", "Ctrl-U at the end clears the name");
+    typed(&mut app, path.to_str().unwrap());
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains(&format!(" in {}", dir.display())), "the directory is named:\n{text}");
+    app.update(Action::Submit);
+    assert!(matches!(app.mode, Mode::Export { .. }), "the first Enter only asks");
+    assert!(app.exporting.is_none());
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("the file exists: Enter again replaces it"), "{text}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "keep me");
+    app.update(Action::Submit);
+    wait(&mut app, "the export", |a| a.exporting.is_none());
+    assert!(app.message.starts_with("exported 2 elements"), "{}", app.message);
+    assert_ne!(std::fs::read_to_string(&path).unwrap(), "keep me");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -391,3 +391,41 @@ fn viewer_on_synthesized_perf_data_has_a_lane_per_cpu() {
         quit_cleanly(&tmux);
     }
 }
+
+/// Every signal that ends the viewer gives the terminal back first: the
+/// alternate screen left, echo and canonical input on again, and the
+/// process dies of the signal (the shell reports 128 + its number).
+#[test]
+fn fatal_signals_restore_the_terminal() {
+    if !have_tmux() {
+        eprintln!("note: tmux is not installed; skipping the terminal test");
+        return;
+    }
+    for (name, number) in [("TERM", 15), ("HUP", 1), ("INT", 2), ("QUIT", 3)] {
+        let dir = Scratch::new(&format!("signal-{name}"));
+        let pidfile = dir.0.join("viewer.pid");
+        let cache = dir.0.join("cache");
+        // The viewer's PID goes to a file (exec keeps it), and after it ends
+        // the shell shows its status and the terminal's modes.
+        let cmd = format!(
+            "XDG_CACHE_HOME={} sh -c 'echo $$ > {}; exec \"$0\"' {}; echo EXITED $?; stty -a | tr ' ' '\\n' | grep -x -e echo -e -echo -e icanon -e -icanon | tr '\\n' ' '; echo MODES; sleep 30",
+            sh_quote(cache.to_str().unwrap()),
+            sh_quote(pidfile.to_str().unwrap()),
+            sh_quote(env!("CARGO_BIN_EXE_tracesight")),
+        );
+        let tmux = Tmux::start_sized(&dir.0, &cmd, (80, 24));
+        tmux.wait_for(&format!("the viewer's list (SIG{name})"), |s| s.contains(" elements · committed view · "));
+        let alt = |t: &Tmux| String::from_utf8_lossy(&t.run(&["display-message", "-p", "#{alternate_on}"]).stdout).trim().to_string();
+        assert_eq!(alt(&tmux), "1", "the viewer runs in the alternate screen");
+        let pid = std::fs::read_to_string(&pidfile).expect("the viewer's pid file").trim().to_string();
+        let st = Command::new("kill").arg(format!("-{name}")).arg(&pid).status().expect("running kill");
+        assert!(st.success(), "kill -{name} {pid}");
+        let s = tmux.wait_for(&format!("the shell after SIG{name}"), |s| s.contains("MODES"));
+        assert!(s.contains(&format!("EXITED {}", 128 + number)), "SIG{name}: the viewer should die of the signal:\n{s}");
+        let modes = s.lines().find(|l| l.contains("MODES")).unwrap();
+        assert!(modes.contains("echo ") && !modes.contains("-echo"), "SIG{name}: echo is off again: {modes:?}");
+        assert!(modes.contains("icanon ") && !modes.contains("-icanon"), "SIG{name}: raw mode stayed on: {modes:?}");
+        assert_eq!(alt(&tmux), "0", "SIG{name}: the alternate screen is still on:\n{s}");
+        assert!(!s.contains(" elements · committed view · "), "SIG{name}: the viewer's screen is still showing:\n{s}");
+    }
+}

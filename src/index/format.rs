@@ -298,11 +298,8 @@ fn push_words(out: &mut Vec<u8>, words: &[u64]) {
     }
 }
 
-/// Write `data` to `path` (under a temporary name, then renamed).
-pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> Result<(), String> {
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
+/// The file's header and records (the segment states follow them).
+fn encode(data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> (Vec<u8>, Vec<u8>) {
     let stop = data.stop.clone().unwrap_or_default();
     let mut body = Vec::with_capacity(
         data.checkpoints.len() * CHECKPOINT_WORDS * 8 + data.ids.len() * ID_WORDS * 8 + stop.len() + 8,
@@ -346,6 +343,15 @@ pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: 
     h.write(&head);
     h.write(&body);
     push_words(&mut head, &[h.finish()]);
+    (head, body)
+}
+
+/// Write `data` to `path` (under a temporary name, then renamed).
+pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    }
+    let (head, body) = encode(data, ident, fingerprint);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = path.with_file_name(format!(".{name}.tmp{}", std::process::id()));
     let res = (|| -> std::io::Result<()> {
@@ -384,6 +390,26 @@ impl IndexFile {
         // SAFETY: the file is only read; a concurrent writer replaces it by
         // rename and never modifies it in place.
         let map = unsafe { Mmap::map(&f) }.map_err(|e| e.to_string())?;
+        IndexFile::from_map(map, ident, fingerprint)
+    }
+
+    /// The index of `data` without a file: the bytes it would have written,
+    /// in anonymous memory (when no directory can take the file).
+    pub fn in_memory(data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, String> {
+        let (head, body) = encode(data, ident, fingerprint);
+        let len = head.len() + body.len() + data.states.iter().map(Vec::len).sum::<usize>();
+        let mut map = memmap2::MmapMut::map_anon(len).map_err(|e| e.to_string())?;
+        let mut at = 0;
+        for part in [&head, &body].into_iter().chain(data.states.iter()) {
+            map[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        let map = map.make_read_only().map_err(|e| e.to_string())?;
+        IndexFile::from_map(map, ident, fingerprint)
+    }
+
+    /// Validate a mapped index, whatever holds it.
+    fn from_map(map: Mmap, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, String> {
         if map.len() < HEADER_WORDS * 8 {
             return Err(format!("{} bytes is too short for an index header", map.len()));
         }

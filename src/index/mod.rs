@@ -49,11 +49,15 @@ pub struct IndexOptions {
     /// Check the whole trace against an existing index before using it
     /// (reads all of it; seeks check only the segments they decode).
     pub verify: bool,
+    /// When no place takes the index file (read-only trace directory and
+    /// cache), keep the built index in memory instead of failing (the
+    /// viewer: the build is not wasted, only not saved).
+    pub keep_unsaved: bool,
 }
 
 impl Default for IndexOptions {
     fn default() -> Self {
-        IndexOptions { interval: 256 * 1024, threads: 0, part: 0, verify: false }
+        IndexOptions { interval: 256 * 1024, threads: 0, part: 0, verify: false, keep_unsaved: false }
     }
 }
 
@@ -257,6 +261,9 @@ pub struct Index {
     pub built: bool,
     /// Why an existing file was not used, when it was not.
     pub rejected: Vec<String>,
+    /// Kept in memory only ([`IndexOptions::keep_unsaved`]): why no file
+    /// could be written (`path` is the last place tried).
+    pub unsaved: Option<String>,
 }
 
 /// Open the index of a buffer, building (and saving) it when there is none,
@@ -303,7 +310,7 @@ pub fn open_or_build_fragments(
                 }
                 Ok(f)
             }) {
-                Ok(f) => return Ok(Index { file: f, path: p.clone(), built: false, rejected }),
+                Ok(f) => return Ok(Index { file: f, path: p.clone(), built: false, rejected, unsaved: None }),
                 Err(why) => rejected.push(format!("{}: {why}; rebuilt", p.display())),
             }
         }
@@ -313,15 +320,23 @@ pub fn open_or_build_fragments(
     for p in &paths {
         match format::write(p, &built, &ident, fp) {
             Ok(()) => match IndexFile::open(p, &ident, fp) {
-                Ok(f) => return Ok(Index { file: f, path: p.clone(), built: true, rejected }),
+                Ok(f) => return Ok(Index { file: f, path: p.clone(), built: true, rejected, unsaved: None }),
                 Err(e) => last_err = Some((p.clone(), e)),
             },
             Err(e) => last_err = Some((p.clone(), e)),
         }
     }
     let (path, error) = last_err.unwrap_or_else(|| (PathBuf::from("."), "no place to write it".into()));
+    if iopts.keep_unsaved {
+        let file = format::IndexFile::in_memory(&built, &ident, fp).map_err(|e| IndexError::Write { path: path.clone(), error: e })?;
+        let unsaved = Some(format!("{}: {error}", path.display()));
+        return Ok(Index { file, path, built: true, rejected, unsaved });
+    }
     Err(IndexError::Write { path, error })
 }
+
+/// Bytes a seek reads before it gives their pages back.
+const RELEASE_STEP: usize = 8 << 20;
 
 /// Checks each range of trace bytes before it is decoded.
 type Check<'c> = &'c mut dyn FnMut(usize, usize) -> Result<(), IndexError>;
@@ -586,11 +601,23 @@ impl<'p> Seeker<'p> {
         let mut checked_to = cp.offset as usize;
         let index = self.index;
         let data = self.data;
-        let mut check = |_: usize, end: usize| -> Result<(), IndexError> {
+        let file = self.file;
+        let mut released_to = cp.offset as usize;
+        let mut check = |start: usize, end: usize| -> Result<(), IndexError> {
             while checked_to < end && next < index.len() {
                 index.check_segment(next, data).map_err(IndexError::TraceChanged)?;
                 next += 1;
                 checked_to = if next < index.len() { index.checkpoint(next).offset as usize } else { data.len() };
+            }
+            // A long run (a search that finds nothing reads the whole trace)
+            // gives back what it has read as it goes, not only at its end,
+            // so its resident memory stays small. Pages touched again are
+            // read from the file again: nothing is lost.
+            if let Some(file) = file {
+                if start >= released_to.saturating_add(RELEASE_STEP) {
+                    file.release(released_to, start);
+                    released_to = start;
+                }
             }
             Ok(())
         };
@@ -633,6 +660,13 @@ impl<'p> Seeker<'p> {
 
     /// The number of the first element that meets `target`, if any.
     pub fn find(&self, target: &SeekTarget) -> Result<Option<u64>, IndexError> {
+        self.find_polling(target, |_| true)
+    }
+
+    /// As [`Seeker::find`], calling `poll` with the element number reached
+    /// every few thousand elements; when it returns false the search stops
+    /// and finds nothing (a viewer's search that was cancelled).
+    pub fn find_polling(&self, target: &SeekTarget, mut poll: impl FnMut(u64) -> bool) -> Result<Option<u64>, IndexError> {
         if let SeekTarget::Element(e) = target {
             return Ok((*e < self.index.totals().elements).then_some(*e));
         }
@@ -640,6 +674,9 @@ impl<'p> Seeker<'p> {
         let mut found = None;
         let mut instr_before = self.index.checkpoint(k).instructions_before;
         self.run_from(k, |n| {
+            if n.number % 4096 == 0 && !poll(n.number) {
+                return false;
+            }
             let e = n.element;
             let hit = match target {
                 SeekTarget::Element(_) => unreachable!(),

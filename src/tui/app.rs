@@ -65,6 +65,8 @@ pub enum Action {
     Click(u16, u16),
     Input(char),
     Backspace,
+    /// Ctrl-U in a text field: delete what is before the caret.
+    ClearLine,
     /// Tab inside a dialog.
     NextField,
     Submit,
@@ -161,6 +163,15 @@ pub struct App {
     pub lanes: Vec<super::worker::Lane>,
     /// The search in flight: generation and what it looks for.
     pub finding: Option<(u64, String)>,
+    /// Whether the search in flight starts from the cursor (x, n, ...):
+    /// then the same keys pressed meanwhile wait in `find_queue` and each
+    /// starts where the previous one landed, instead of restarting it.
+    finding_rel: bool,
+    find_queue: VecDeque<(Dir, FindWhat, String)>,
+    /// `g addr:`: the search from the start to run when the one from the
+    /// cursor reaches the end without a hit, and whether it is running.
+    find_wrap: Option<FindWhat>,
+    find_wrapped: bool,
     pub exporting: Option<PathBuf>,
     /// Before the index exists: how far the trace is known to go.
     pub provisional: Option<u64>,
@@ -171,6 +182,10 @@ pub struct App {
     /// The timeline's own cursor (a fraction of the visible part) while the
     /// timeline has the keyboard.
     pub timeline_cursor: Option<f64>,
+    /// The caret in the text field of a prompt (a char index).
+    pub text_at: usize,
+    /// The export file that exists and that a second Enter overwrites.
+    pub export_confirm: Option<PathBuf>,
     pub quit: bool,
 }
 
@@ -203,12 +218,18 @@ impl App {
             functions: Vec::new(),
             lanes: Vec::new(),
             finding: None,
+            finding_rel: false,
+            find_queue: VecDeque::new(),
+            find_wrap: None,
+            find_wrapped: false,
             exporting: None,
             provisional: None,
             message: String::new(),
             size,
             zoom: (0.0, 1.0),
             timeline_cursor: None,
+            text_at: 0,
+            export_confirm: None,
             quit: false,
         }
     }
@@ -224,6 +245,11 @@ impl App {
 
     pub fn layout(&self) -> super::draw::Areas {
         super::draw::areas(ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1), self)
+    }
+
+    /// Columns inside the list pane's border.
+    pub fn list_inner_width(&self) -> usize {
+        self.layout().list.width.saturating_sub(2) as usize
     }
 
     /// Rows of the list pane.
@@ -378,9 +404,31 @@ impl App {
             self.forward.clear();
         }
         self.cursor = Pos { number: n, sub: self.elem_sub(n) };
-        let third = (self.list_height() / 3) as u64;
-        self.top = Pos { number: n.saturating_sub(third), sub: 0 };
+        let h = self.list_height() as u64;
+        // Near the end the last screenful shows, not a list mostly empty,
+        // with a line left for the row that says where the trace ends.
+        let top = n.saturating_sub(h / 3).min(total.saturating_sub(h.saturating_sub(1)));
+        self.top = Pos { number: top, sub: 0 };
+        self.keep_cursor_visible();
         self.request_visible();
+    }
+
+    /// `g N`: past the end (or past what is known while indexing) goes to
+    /// the last element and says so.
+    fn goto_element(&mut self, n: u64) {
+        let Some(total) = self.total() else {
+            self.message = "the capture is not open yet".into();
+            return;
+        };
+        self.jump_to(n, true);
+        if n >= total {
+            let last = total.saturating_sub(1);
+            self.message = if self.indexed.is_none() {
+                format!("element {n} is not decoded yet (indexing): at element {last}, the last known so far")
+            } else {
+                format!("element {n} is past the end: at the last element, {last}")
+            };
+        }
     }
 
     fn move_by(&mut self, lines: i64) {
@@ -451,6 +499,10 @@ impl App {
     // ---- searches -----------------------------------------------------------
 
     fn start_find(&mut self, from: u64, dir: Dir, what: FindWhat, label: String) {
+        self.finding_rel = false;
+        self.find_queue.clear();
+        self.find_wrap = None;
+        self.find_wrapped = false;
         let generation = self.progress.find_generation.fetch_add(1, Ordering::Relaxed) + 1;
         self.finding = Some((generation, label.clone()));
         self.progress.request_waiting.store(true, Ordering::Relaxed);
@@ -458,8 +510,13 @@ impl App {
     }
 
     fn find_rel(&mut self, dir: Dir, what: FindWhat, label: &str) {
+        if self.finding.is_some() && self.finding_rel {
+            self.find_queue.push_back((dir, what, label.to_string()));
+            return;
+        }
         let from = self.cursor.number;
         self.start_find(from, dir, what, label.to_string());
+        self.finding_rel = true;
     }
 
     fn repeat_search(&mut self, dir: Dir) {
@@ -553,7 +610,10 @@ impl App {
             return;
         };
         let format = ExportFormat::Opencsd;
-        self.mode = Mode::Export { format, file: default_export_name(from, to, format), from, to };
+        let file = default_export_name(from, to, format);
+        self.text_at = file.chars().count();
+        self.export_confirm = None;
+        self.mode = Mode::Export { format, file, from, to };
     }
 
     // ---- responses ----------------------------------------------------------
@@ -571,11 +631,28 @@ impl App {
     pub fn on_response(&mut self, r: Response) {
         match r {
             Response::Opened(info) => {
+                // What `decode` prints on stderr (missing memory images,
+                // unused files): the status line says it instead.
+                match info.warnings.as_slice() {
+                    [] => {}
+                    [w] => self.message = format!("warning: {w}"),
+                    [w, rest @ ..] => self.message = format!("warning: {w} (and {} more: see `tracesight info`)", rest.len()),
+                }
                 self.info = Some(info);
                 self.provisional = Some(1);
                 self.request_visible();
             }
             Response::Indexed(ix) => {
+                let mut notes = Vec::new();
+                if let Some(stop) = &ix.stop {
+                    notes.push(format!("the decode stopped before the end of the trace: {stop}"));
+                }
+                if let Some(why) = &ix.unsaved {
+                    notes.push(format!("index kept in memory (not saved: {why}); it is rebuilt next time"));
+                }
+                if !notes.is_empty() {
+                    self.message = notes.join("; ");
+                }
                 self.indexed = Some(ix);
                 self.request_visible();
             }
@@ -620,10 +697,28 @@ impl App {
                     self.finding = None;
                     match result {
                         Some(n) => {
-                            self.message = format!("{label}: element {n}");
+                            let wrapped = if self.find_wrapped { " (wrapped: none after the cursor, the first from the start)" } else { "" };
+                            self.message = format!("{label}: element {n}{wrapped}");
+                            self.find_wrapped = false;
                             self.jump_to(n, true);
+                            // The next queued search starts from here.
+                            if let Some((dir, what, label)) = self.find_queue.pop_front() {
+                                let rest = std::mem::take(&mut self.find_queue);
+                                self.find_rel(dir, what, &label);
+                                self.find_queue = rest;
+                            }
                         }
-                        None => self.message = format!("{label}: not found"),
+                        None => match self.find_wrap.take() {
+                            Some(what) => {
+                                self.start_find(0, Dir::Forward, what, label);
+                                self.find_wrapped = true;
+                            }
+                            None => {
+                                self.message = format!("{label}: not found");
+                                self.find_queue.clear();
+                                self.find_wrapped = false;
+                            }
+                        },
                     }
                 }
             }
@@ -668,6 +763,35 @@ impl App {
 
     // ---- actions ------------------------------------------------------------
 
+    /// Edit the text of a prompt at the caret: typing, Backspace, Ctrl-U,
+    /// ← →, Home End. False when `a` is not an edit.
+    fn edit(&mut self, text: &mut String, a: Action) -> bool {
+        let len = text.chars().count();
+        let at = self.text_at.min(len);
+        let byte = |i: usize| text.char_indices().nth(i).map_or(text.len(), |(b, _)| b);
+        match a {
+            Action::Input(c) => {
+                text.insert(byte(at), c);
+                self.text_at = at + 1;
+            }
+            Action::Backspace if at > 0 => {
+                text.remove(byte(at - 1));
+                self.text_at = at - 1;
+            }
+            Action::Backspace => {}
+            Action::ClearLine => {
+                text.replace_range(..byte(at), "");
+                self.text_at = 0;
+            }
+            Action::Left => self.text_at = at.saturating_sub(1),
+            Action::Right => self.text_at = (at + 1).min(len),
+            Action::Top => self.text_at = 0,
+            Action::Bottom => self.text_at = len,
+            _ => return false,
+        }
+        true
+    }
+
     pub fn update(&mut self, a: Action) {
         if let Action::Resize(w, h) = a {
             self.size = (w, h);
@@ -698,19 +822,20 @@ impl App {
                 self.mode = Mode::Normal;
             }
             Mode::Goto { mut input } => match a {
-                Action::Input(c) => {
-                    input.push(c);
-                    self.mode = Mode::Goto { input };
-                }
-                Action::Backspace => {
-                    input.pop();
-                    self.mode = Mode::Goto { input };
-                }
+                _ if self.edit(&mut input, a) => self.mode = Mode::Goto { input },
                 Action::Cancel => self.mode = Mode::Normal,
                 Action::Submit => {
                     self.mode = Mode::Normal;
+                    self.message.clear();
                     match self.parse_goto(&input) {
-                        Ok((FindWhat::Target(SeekTarget::Element(n)), _)) => self.jump_to(n, true),
+                        Ok((FindWhat::Target(SeekTarget::Element(n)), _)) => self.goto_element(n),
+                        Ok((FindWhat::Target(SeekTarget::Address(a)), label)) => {
+                            // The next execution after the cursor, wrapping
+                            // to the start (as n does after it).
+                            self.last_search = Some(LastSearch { what: FindWhat::Target(SeekTarget::Address(a)), label: label.clone() });
+                            self.start_find(self.cursor.number, Dir::Forward, FindWhat::Address(a), label);
+                            self.find_wrap = Some(FindWhat::Target(SeekTarget::Address(a)));
+                        }
                         Ok((what, label)) => {
                             self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
                             self.start_find(0, Dir::Forward, what, label);
@@ -721,15 +846,13 @@ impl App {
                 _ => {}
             },
             Mode::Search { mut input, selected, hits } => match a {
-                Action::Input(c) => {
-                    input.push(c);
-                    let hits = self.search_hits(&input);
-                    self.mode = Mode::Search { input, hits, selected: 0 };
-                }
-                Action::Backspace => {
-                    input.pop();
-                    let hits = self.search_hits(&input);
-                    self.mode = Mode::Search { input, hits, selected: 0 };
+                _ if self.edit(&mut input, a) => {
+                    let (hits, selected) = if matches!(a, Action::Left | Action::Right | Action::Top | Action::Bottom) {
+                        (hits, selected)
+                    } else {
+                        (self.search_hits(&input), 0)
+                    };
+                    self.mode = Mode::Search { input, hits, selected };
                 }
                 Action::Down | Action::NextField => {
                     let s = (selected + 1).min(hits.len().saturating_sub(1));
@@ -755,12 +878,8 @@ impl App {
                 _ => {}
             },
             Mode::Export { format, mut file, from, to } => match a {
-                Action::Input(c) => {
-                    file.push(c);
-                    self.mode = Mode::Export { format, file, from, to };
-                }
-                Action::Backspace => {
-                    file.pop();
+                _ if self.edit(&mut file, a) => {
+                    self.export_confirm = None;
                     self.mode = Mode::Export { format, file, from, to };
                 }
                 Action::NextField => {
@@ -769,13 +888,25 @@ impl App {
                     // Keep a name the user typed; follow the format otherwise.
                     if file == default_export_name(from, to, format) {
                         file = default_export_name(from, to, next);
+                        self.text_at = file.chars().count();
                     }
+                    self.export_confirm = None;
                     self.mode = Mode::Export { format: next, file, from, to };
                 }
-                Action::Cancel => self.mode = Mode::Normal,
-                Action::Submit => {
+                Action::Cancel => {
+                    self.export_confirm = None;
                     self.mode = Mode::Normal;
+                }
+                Action::Submit => {
                     let path = PathBuf::from(file.trim());
+                    // An existing file is replaced only on a second Enter.
+                    if path.exists() && self.export_confirm.as_ref() != Some(&path) {
+                        self.export_confirm = Some(path);
+                        self.mode = Mode::Export { format, file, from, to };
+                        return;
+                    }
+                    self.export_confirm = None;
+                    self.mode = Mode::Normal;
                     self.exporting = Some(path.clone());
                     self.message = format!("exporting {} elements to {}", to - from, path.display());
                     self.progress.request_waiting.store(true, Ordering::Relaxed);
@@ -787,6 +918,11 @@ impl App {
     }
 
     fn update_normal(&mut self, a: Action) {
+        // A message answers the key before: the next key that acts makes it
+        // stale (the timeline cursor keeps its hint while it has the keys).
+        if self.timeline_cursor.is_none() && !matches!(a, Action::Input(_) | Action::Backspace | Action::NextField) {
+            self.message.clear();
+        }
         if let Some(tc) = self.timeline_cursor {
             let (lo, hi) = self.zoom;
             let step = 1.0 / (self.size.0.saturating_sub(2).max(1)) as f64;
@@ -811,6 +947,7 @@ impl App {
                     self.progress.export_cancel.store(true, Ordering::Relaxed);
                     self.message = "cancelling the export".into();
                 } else if self.finding.take().is_some() {
+                    self.find_queue.clear();
                     self.progress.find_generation.fetch_add(1, Ordering::Relaxed);
                     self.message = "search cancelled".into();
                 } else {
@@ -858,9 +995,13 @@ impl App {
                 };
             }
             Action::ToggleDisasm => self.show_disasm = !self.show_disasm,
-            Action::Goto => self.mode = Mode::Goto { input: String::new() },
+            Action::Goto => {
+                self.text_at = 0;
+                self.mode = Mode::Goto { input: String::new() };
+            }
             Action::Search => {
                 let hits = self.search_hits("");
+                self.text_at = 0;
                 self.mode = Mode::Search { input: String::new(), hits, selected: 0 };
             }
             Action::NextMatch => self.repeat_search(Dir::Forward),
@@ -906,11 +1047,12 @@ impl App {
                 self.zoom = (lo, lo + w);
             }
             Action::PanLeft | Action::PanRight => {
+                // The span is taken before `lo` moves: panning keeps it.
                 let (lo, hi) = self.zoom;
-                let step = (hi - lo) / 4.0;
-                let d = if a == Action::PanLeft { -step } else { step };
-                let lo = (lo + d).clamp(0.0, 1.0 - (hi - lo));
-                self.zoom = (lo, lo + (hi - lo));
+                let w = hi - lo;
+                let d = if a == Action::PanLeft { -w / 4.0 } else { w / 4.0 };
+                let lo = (lo + d).clamp(0.0, 1.0 - w);
+                self.zoom = (lo, lo + w);
             }
             Action::ZoomReset => self.zoom = (0.0, 1.0),
             Action::Timeline => {
@@ -925,7 +1067,7 @@ impl App {
                 // Enter on the list expands, as `e` does in other viewers.
                 self.update_normal(Action::Expand);
             }
-            Action::Input(_) | Action::Backspace | Action::NextField | Action::Resize(..) => {}
+            Action::Input(_) | Action::Backspace | Action::ClearLine | Action::NextField | Action::Resize(..) => {}
         }
     }
 

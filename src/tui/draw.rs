@@ -101,8 +101,22 @@ pub fn draw(app: &App, f: &mut Frame<'_>) {
     draw_with(app, f, pal)
 }
 
+/// Below this size the panes cannot show a row whole: say so instead.
+pub const MIN_SIZE: (u16, u16) = (50, 12);
+
 pub fn draw_with(app: &App, f: &mut Frame<'_>, pal: Palette) {
-    let a = areas(f.area(), app);
+    let full = f.area();
+    if full.width < MIN_SIZE.0 || full.height < MIN_SIZE.1 {
+        let text = vec![
+            Line::from("terminal too small"),
+            Line::from(format!("{}x{}, needs {}x{}", full.width, full.height, MIN_SIZE.0, MIN_SIZE.1)),
+            Line::from("q quits"),
+        ];
+        let p = Paragraph::new(text).alignment(ratatui::layout::Alignment::Center).wrap(ratatui::widgets::Wrap { trim: true });
+        f.render_widget(p, full);
+        return;
+    }
+    let a = areas(full, app);
     draw_timeline(app, f, a.timeline, pal);
     draw_list(app, f, a.list, pal);
     draw_source(app, f, a.source, pal);
@@ -326,14 +340,14 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let inner_w = area.width.saturating_sub(2) as usize;
     let wide = inner_w >= 110;
     let num_w = total.map_or(6, |t| thousands(t).len()).max(5);
-    let func_w = if inner_w >= 100 { 24 } else { 14 };
+    let addr_col = inner_w >= 100;
+    let func_w = function_width(app, inner_w, num_w, wide, addr_col);
     let mut lines = Vec::new();
     let mut header = format!("{:<4} {:>num_w$} ", "st", "elem");
     if wide {
         header.push_str(&format!("{:>14} ", "time"));
     }
     // Narrow screens drop the address column: the brief range text has it.
-    let addr_col = inner_w >= 100;
     if app.has_cpus() {
         header.push_str("cpu ");
     }
@@ -344,8 +358,9 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     header.push_str(&format!("{:<func_w$} element", "function"));
     lines.push(Line::from(Span::styled(header, Style::default().add_modifier(Modifier::BOLD | Modifier::UNDERLINED))));
     let selection = app.selection().filter(|_| app.anchor.is_some() || matches!(app.mode, Mode::Export { .. }));
-    for p in app.visible() {
-        let mut line = row_line(app, p, num_w, func_w, wide, addr_col, pal);
+    let visible = app.visible();
+    for &p in &visible {
+        let mut line = fit_line(row_line(app, p, num_w, func_w, wide, addr_col, pal), inner_w);
         let selected = selection.is_some_and(|(a, b)| p.number >= a && p.number < b);
         if selected {
             line = line.patch_style(if pal.color { Style::default().bg(Color::DarkGray) } else { Style::default().add_modifier(Modifier::UNDERLINED) });
@@ -355,7 +370,73 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         }
         lines.push(line);
     }
+    // The end of the trace is a row of its own, saying why when the decode
+    // stopped early (a truncated trace, an error that ends the stream).
+    let at_end = match (&app.indexed, visible.last()) {
+        (Some(ix), Some(p)) => p.number + 1 >= ix.elements && app.next_pos(*p).is_none(),
+        (Some(ix), None) => ix.elements == 0,
+        _ => false,
+    };
+    if at_end && visible.len() < app.list_height() {
+        let line = match app.indexed.as_ref().and_then(|ix| ix.stop.as_deref()) {
+            Some(stop) => Line::from(Span::styled(format!("{:<4} {:>num_w$} ⚠ decode stopped: {stop}", "err", ""), pal.kind(RowKind::Gap))),
+            None => Line::from(Span::styled(format!("{:<4} {:>num_w$} — end of trace —", "", ""), Style::default().add_modifier(Modifier::DIM))),
+        };
+        lines.push(fit_line(line, inner_w));
+    }
     f.render_widget(Paragraph::new(lines).block(block(title)), area);
+}
+
+/// Columns of a row before the function column.
+fn lead_width(app: &App, num_w: usize, wide: bool, addr_col: bool) -> usize {
+    5 + num_w + 1 + if wide { 15 } else { 0 } + if app.has_cpus() { 4 } else { 0 } + 9 + if addr_col { 13 } else { 0 }
+}
+
+/// The function column shares the row with the element text: at least what
+/// it had before (14, or 24 on wide lists) when its names need it, more
+/// when the element texts on screen leave room, never more than the
+/// longest name.
+fn function_width(app: &App, inner_w: usize, num_w: usize, wide: bool, addr_col: bool) -> usize {
+    let base = if inner_w >= 100 { 24 } else { 14 };
+    let avail = inner_w.saturating_sub(lead_width(app, num_w, wide, addr_col) + 1);
+    let (mut names, mut texts) = (0, 0);
+    for p in app.visible() {
+        if let Some(e) = app.entry(p.number) {
+            names = names.max(e.row.function.as_deref().map_or(0, |f| f.chars().count()));
+            let text = if wide { &e.row.text } else { &e.row.brief };
+            texts = texts.max(text.chars().count() + 2);
+        }
+    }
+    let names = names.max(8);
+    let least = base.min(names);
+    avail.saturating_sub(texts).clamp(least, names).min(avail)
+}
+
+/// Cut a line to `w` columns, marking the cut with `…` so that a number cut
+/// short never reads as another number.
+fn fit_line(line: Line<'static>, w: usize) -> Line<'static> {
+    if line.width() <= w {
+        return line;
+    }
+    let style = line.style;
+    let mut left = w.saturating_sub(1);
+    let mut spans = Vec::new();
+    for sp in line.spans {
+        if left == 0 {
+            break;
+        }
+        let n = sp.content.chars().count();
+        if n <= left {
+            left -= n;
+            spans.push(sp);
+        } else {
+            spans.push(Span::styled(sp.content.chars().take(left).collect::<String>(), sp.style));
+            left = 0;
+        }
+    }
+    let last = spans.last().map(|s| s.style).unwrap_or_default();
+    spans.push(Span::styled("…", last));
+    Line::from(spans).style(style)
 }
 
 fn fit(s: &str, w: usize) -> String {
@@ -437,7 +518,11 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
         _ if r.kind == RowKind::Range => "▸ ",
         _ => "",
     };
-    let text = if wide { &r.text } else { &r.brief };
+    // OpenCSD's text when it fits whole; else the compact form, which keeps
+    // the branch type that a cut would lose.
+    let room = lead_width(app, num_w, wide, addr_col) + func_w + 1;
+    let fits = |t: &str| room + marker.chars().count() + t.chars().count() <= app.list_inner_width();
+    let text = if wide && fits(&r.text) { &r.text } else { &r.brief };
     spans.push(Span::styled(format!("{marker}{text}"), style));
     Line::from(spans)
 }
@@ -458,6 +543,14 @@ fn state_word(s: RowState) -> &'static str {
 
 fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let h = area.height.saturating_sub(2) as usize;
+    // A row without an address (time, context, a gap) has no source: the
+    // pane follows the cursor rather than keep the last address's file.
+    if app.entry(app.cursor.number).is_some() && app.cursor_addr().is_none() {
+        let title = if app.show_disasm { " disassembly · no address " } else { " source · no address " };
+        let p = Paragraph::new(Line::from(Span::styled(" this row has no address", Style::default().add_modifier(Modifier::DIM))));
+        f.render_widget(p.block(block(title.into())), area);
+        return;
+    }
     let Some((view, disasm)) = &app.source else {
         f.render_widget(Paragraph::new("").block(block(" source ".into())), area);
         return;
@@ -525,7 +618,7 @@ fn short_path(p: &str) -> String {
 fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     use std::sync::atomic::Ordering;
     let left = match &app.mode {
-        Mode::Goto { input } => format!("go to: {input}▏  (N · ts:T · cc:C · off:B · addr:HEX · fn:NAME; Enter, Esc)"),
+        Mode::Goto { input } => format!("go to: {}  (N · ts:T · cc:C · off:B · addr:HEX · fn:NAME; Enter, Esc)", with_caret(input, app.text_at)),
         Mode::Mark { set: true } => "set mark: press a letter".into(),
         Mode::Mark { set: false } => "jump to mark: press a letter".into(),
         _ => {
@@ -548,6 +641,12 @@ fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     if let Some(info) = &app.info {
         let name = info.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         right = format!(" {} · {} ", name, info.buffer);
+    }
+    if let Some(n) = app.info.as_ref().map(|i| i.warnings.len()).filter(|n| *n > 0) {
+        right = format!(" ⚠ {n} warning{} ·{right}", if n == 1 { "" } else { "s" });
+    }
+    if app.indexed.as_ref().is_some_and(|i| i.unsaved.is_some()) {
+        right = format!(" index in memory ·{right}");
     }
     if let Some(a) = app.anchor {
         right = format!(" sel {}–{} ·{right}", a.min(app.cursor.number), a.max(app.cursor.number));
@@ -628,7 +727,7 @@ fn draw_search(app: &App, f: &mut Frame<'_>, list: Rect, pal: Palette) {
     let Mode::Search { input, hits, selected } = &app.mode else { return };
     let area = centered(list, list.width.saturating_sub(4).min(90), list.height.saturating_sub(2).max(5));
     let h = area.height.saturating_sub(3) as usize;
-    let mut lines = vec![Line::from(format!(" / {input}▏"))];
+    let mut lines = vec![Line::from(format!(" / {}", with_caret(input, app.text_at)))];
     let skip = selected.saturating_sub(h.saturating_sub(1));
     for (i, hit) in hits.iter().enumerate().skip(skip).take(h) {
         let func = &app.functions[hit.function];
@@ -654,9 +753,32 @@ fn draw_search(app: &App, f: &mut Frame<'_>, list: Rect, pal: Palette) {
     f.render_widget(Paragraph::new(lines).block(block(" functions · entries · Enter goes to the first ".into())), area);
 }
 
+/// A prompt's text with the caret (`▏`) at char `at`.
+fn with_caret(text: &str, at: usize) -> String {
+    let at = at.min(text.chars().count());
+    let mut s: String = text.chars().take(at).collect();
+    s.push('▏');
+    s.extend(text.chars().skip(at));
+    s
+}
+
+/// The directory an export named `file` goes to, absolute: a relative name
+/// is relative to where the viewer was started, which the user may not
+/// remember.
+fn export_dir(file: &str) -> String {
+    let p = std::path::Path::new(file.trim());
+    let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).map(std::path::Path::to_path_buf);
+    let dir = match dir {
+        Some(d) if d.is_absolute() => d,
+        Some(d) => std::env::current_dir().map(|c| c.join(&d)).unwrap_or(d),
+        None => std::env::current_dir().unwrap_or_default(),
+    };
+    dir.display().to_string()
+}
+
 fn draw_export(app: &App, f: &mut Frame<'_>, pal: Palette) {
     let Mode::Export { format, file, from, to } = &app.mode else { return };
-    let area = centered(f.area(), 70, 7);
+    let area = centered(f.area(), 70, 8);
     let formats: Vec<Span> = crate::export::ExportFormat::ALL
     .into_iter()
     .map(|x| {
@@ -670,8 +792,15 @@ fn draw_export(app: &App, f: &mut Frame<'_>, pal: Palette) {
     let lines = vec![
         Line::from(format!(" elements {} to {} ({} elements)", thousands(*from), thousands(to - 1), thousands(to - from))),
         Line::from(formats),
-        Line::from(format!(" file: {file}▏")),
-        Line::from(Span::styled(" Tab format · Enter write · Esc cancel", Style::default().add_modifier(Modifier::DIM))),
+        Line::from(format!(" file: {}", with_caret(file, app.text_at))),
+        Line::from(Span::styled(format!(" in {}", export_dir(file)), Style::default().add_modifier(Modifier::DIM))),
+        match &app.export_confirm {
+            Some(p) if p.as_os_str() == std::ffi::OsStr::new(file.trim()) => Line::from(Span::styled(
+                " the file exists: Enter again replaces it · Esc cancels",
+                pal.fg(Color::Red).add_modifier(Modifier::BOLD),
+            )),
+            _ => Line::from(Span::styled(" Tab format · Enter write · Esc cancel", Style::default().add_modifier(Modifier::DIM))),
+        },
     ];
     f.render_widget(Clear, area);
     f.render_widget(Paragraph::new(lines).block(block(" export ".into())), area);

@@ -30,7 +30,14 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
     }
     let text_mode = matches!(mode, Mode::Goto { .. } | Mode::Search { .. } | Mode::Export { .. } | Mode::Mark { .. });
     if text_mode {
+        if ctrl && matches!(k.code, KeyCode::Char('u')) {
+            return Some(Action::ClearLine);
+        }
         return match k.code {
+            KeyCode::Left => Some(Action::Left),
+            KeyCode::Right => Some(Action::Right),
+            KeyCode::Home => Some(Action::Top),
+            KeyCode::End => Some(Action::Bottom),
             KeyCode::Char(c) => Some(Action::Input(c)),
             KeyCode::Backspace => Some(Action::Backspace),
             KeyCode::Enter => Some(Action::Submit),

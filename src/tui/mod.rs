@@ -60,7 +60,20 @@ impl Drop for App {
     }
 }
 
-/// Put the terminal back as it was: on exit, on error and from the panic hook.
+/// Held while a frame is written, so that a fatal signal restoring the
+/// terminal never has a frame land on the restored screen after it.
+static SCREEN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A signal that ends the process (`kill`, a closed terminal): give the
+/// terminal back first, and keep the screen so no later frame undoes it.
+fn restore_for_signal() {
+    let guard = SCREEN.lock().unwrap_or_else(|e| e.into_inner());
+    restore_terminal();
+    std::mem::forget(guard);
+}
+
+/// Put the terminal back as it was: on exit, on error, from the panic hook
+/// and on fatal signals.
 fn restore_terminal() {
     let mut out = io::stdout();
     let _ = out.execute(DisableMouseCapture);
@@ -80,6 +93,13 @@ pub fn run(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
         restore_terminal();
         prev(info);
     }));
+    // In raw mode the keyboard sends no signals, but `kill` and a closed
+    // terminal still do: each would leave the terminal in the alternate
+    // screen with echo off.
+    {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        crate::outfile::die_on_signals(&[SIGTERM, SIGHUP, SIGINT, SIGQUIT], restore_for_signal);
+    }
     terminal::enable_raw_mode().map_err(|e| format!("terminal: {e}"))?;
     let mut out = io::stdout();
     let setup = out.execute(EnterAlternateScreen).and_then(|o| o.execute(EnableMouseCapture)).map(|_| ());
@@ -105,9 +125,11 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
         let busy = app.indexed.is_none() || app.finding.is_some() || app.exporting.is_some();
         if dirty || (busy && last_draw.elapsed() > Duration::from_millis(200)) {
             // Synchronized updates: the terminal shows whole frames only.
+            let screen = SCREEN.lock().unwrap_or_else(|e| e.into_inner());
             let _ = io::stdout().execute(BeginSynchronizedUpdate);
             term.draw(|f| draw::draw(&app, f)).map_err(|e| format!("terminal: {e}"))?;
             let _ = io::stdout().execute(EndSynchronizedUpdate);
+            drop(screen);
             dirty = false;
             last_draw = Instant::now();
         }
@@ -115,16 +137,24 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
         // poll briefly while an answer is due, so rows show as soon as decoded.
         let wait = if app.waiting() { 2 } else { 30 };
         if event::poll(Duration::from_millis(wait)).map_err(|e| format!("terminal: {e}"))? {
-            let ev = event::read().map_err(|e| format!("terminal: {e}"))?;
-            if let Event::Resize(w, h) = ev {
-                let _ = term.autoresize();
-                app.update(app::Action::Resize(w, h));
-                dirty = true;
-                continue;
-            }
-            if let Some(a) = keys.action(&ev, &app.mode) {
-                app.update(a);
-                dirty = true;
+            // Every event already queued is applied before the next frame:
+            // a burst of keys (a held key, fast typing) costs one draw, and
+            // none waits behind a frame per key. Bounded, so a flood still
+            // lets a frame through.
+            for _ in 0..1024 {
+                dirty |= app.pump();
+                let ev = event::read().map_err(|e| format!("terminal: {e}"))?;
+                if let Event::Resize(w, h) = ev {
+                    let _ = term.autoresize();
+                    app.update(app::Action::Resize(w, h));
+                    dirty = true;
+                } else if let Some(a) = keys.action(&ev, &app.mode) {
+                    app.update(a);
+                    dirty = true;
+                }
+                if app.quit || !event::poll(Duration::ZERO).map_err(|e| format!("terminal: {e}"))? {
+                    break;
+                }
             }
         }
     }

@@ -4,7 +4,8 @@
 //! far) and counts function entries, so a long search never delays a page.
 //!
 //! A capture's decoder state is not shareable between threads, so each thread
-//! opens the capture itself; the index file, once built, is mapped by both.
+//! opens the capture itself; the index, once built, is shared by both (it
+//! may live in memory only, when no directory takes its file).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use crate::capture::{Capture, CaptureOptions};
 use crate::element::{ElementKind, PeContext};
 use crate::index::format::{IndexFile, NONE};
-use crate::index::{IndexOptions, SeekTarget, Seeker};
+use crate::index::{Index, IndexOptions, SeekTarget, Seeker};
 use crate::protocol::etm4::decoder::SpecState;
 use crate::session::{Event, SourceKind};
 
@@ -118,6 +119,8 @@ pub struct Indexed {
     pub segments: Vec<Segment>,
     pub ids: Vec<IdSpan>,
     pub stop: Option<String>,
+    /// The index could not be written and lives in memory only: why.
+    pub unsaved: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -176,7 +179,7 @@ pub fn indexed_summary(f: &IndexFile) -> Indexed {
             cc: span(s.first_cc, s.last_cc),
         })
         .collect();
-    Indexed { elements: t.elements, instructions: t.instructions, segments, ids, stop: f.stop().map(str::to_string) }
+    Indexed { elements: t.elements, instructions: t.instructions, segments, ids, stop: f.stop().map(str::to_string), unsaved: None }
 }
 
 /// Decode the rows of one page (elements `page*PAGE ..`), with function
@@ -289,7 +292,7 @@ fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut d
 
 /// The pager thread: opens the capture, builds or opens the index, then
 /// answers page and source requests.
-pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: Receiver<Request>, tx: Sender<Response>, ready: Sender<()>) {
+pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: Receiver<Request>, tx: Sender<Response>, ready: Sender<Arc<Index>>) {
     let cap = match Capture::open(&path, &copts) {
         Ok(c) => c,
         Err(e) => {
@@ -319,39 +322,36 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
     let _ = tx.send(Response::Opened(info));
     // The index is built on a thread of its own so that the start of the
     // trace can be browsed meanwhile (decoded from the start, page by page).
-    let (built_tx, built_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let (built_tx, built_rx) = std::sync::mpsc::channel::<Result<Index, String>>();
     {
         let (p, c, pr) = (path.clone(), copts.clone(), progress.clone());
         std::thread::Builder::new()
             .name("tracesight-indexer".into())
             .spawn(move || {
-                let r = Capture::open(&p, &c).and_then(|cap| cap.open_index(&IndexOptions::default(), false, &pr.index).map(|_| ()));
+                // An index that cannot be saved is kept in memory: the
+                // viewer goes on with it and says so.
+                let iopts = IndexOptions { keep_unsaved: true, ..IndexOptions::default() };
+                let r = Capture::open(&p, &c).and_then(|cap| cap.open_index(&iopts, false, &pr.index));
                 let _ = built_tx.send(r);
             })
             .expect("spawning a thread");
     }
-    let mut index = None;
+    // Shared with the finder: an index in memory only cannot be reopened.
+    let mut index: Option<Arc<Index>> = None;
     let mut ready = Some(ready);
     let mut resolver = super::sourceview::default_resolver(&cap.path);
     loop {
         if index.is_none() {
             match built_rx.try_recv() {
-                Ok(Ok(())) => {
-                    // Built (and written): open the file the indexer made.
-                    let none = crate::index::BuildProgress::new();
-                    match cap.open_index(&IndexOptions::default(), false, &none) {
-                        Ok(i) => {
-                            let _ = tx.send(Response::Indexed(indexed_summary(&i.file)));
-                            if let Some(r) = ready.take() {
-                                let _ = r.send(());
-                            }
-                            index = Some(i);
-                        }
-                        Err(e) => {
-                            let _ = tx.send(Response::Error(format!("index: {e}")));
-                            return;
-                        }
+                Ok(Ok(i)) => {
+                    let mut summary = indexed_summary(&i.file);
+                    summary.unsaved = i.unsaved.clone();
+                    let _ = tx.send(Response::Indexed(summary));
+                    let i = Arc::new(i);
+                    if let Some(r) = ready.take() {
+                        let _ = r.send(i.clone());
                     }
+                    index = Some(i);
                 }
                 Ok(Err(e)) => {
                     let _ = tx.send(Response::Error(format!("index: {e}")));
@@ -408,22 +408,12 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
 }
 
 /// The finder thread: searches and exports, after the pager has the index.
-pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: Receiver<Request>, tx: Sender<Response>, ready: Receiver<()>) {
-    if ready.recv().is_err() {
-        return;
-    }
+pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: Receiver<Request>, tx: Sender<Response>, ready: Receiver<Arc<Index>>) {
+    let Ok(index) = ready.recv() else { return };
     let cap = match Capture::open(&path, &copts) {
         Ok(c) => c,
         Err(e) => {
             let _ = tx.send(Response::Error(e));
-            return;
-        }
-    };
-    let none = crate::index::BuildProgress::new();
-    let index = match cap.open_index(&IndexOptions::default(), false, &none) {
-        Ok(i) => i,
-        Err(e) => {
-            let _ = tx.send(Response::Error(format!("index: {e}")));
             return;
         }
     };
@@ -590,7 +580,13 @@ fn matches(what: &FindWhat, e: &crate::element::Element) -> bool {
 fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, dir: Dir, what: &FindWhat) -> Option<u64> {
     let stale = || progress.find_generation.load(Ordering::Relaxed) != generation;
     if let FindWhat::Target(t) = what {
-        return seeker.find(t).ok().flatten();
+        return seeker
+            .find_polling(t, |number| {
+                progress.find_at.store(number, Ordering::Relaxed);
+                !stale()
+            })
+            .ok()
+            .flatten();
     }
     let index = seeker.index();
     let n = index.len();
@@ -646,8 +642,15 @@ fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, di
                 let ku = k as usize;
                 let end = if ku + 1 < n { index.checkpoint(ku + 1).elements_before } else { u64::MAX };
                 let mut last = None;
+                let mut checked = 0u64;
+                let mut gone = false;
                 let _ = seeker.run_events_from(ku, |number, ev| {
                     if number >= from || number >= end {
+                        return false;
+                    }
+                    checked += 1;
+                    if checked % 4096 == 0 && stale() {
+                        gone = true;
                         return false;
                     }
                     let hit = match (what, ev) {
@@ -660,6 +663,9 @@ fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, di
                     }
                     true
                 });
+                if gone {
+                    return None;
+                }
                 if last.is_some() {
                     return last;
                 }
