@@ -397,13 +397,13 @@ impl IndexFile {
     /// in anonymous memory (when no directory can take the file).
     pub fn in_memory(data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, String> {
         let (head, body) = encode(data, ident, fingerprint);
-        let len = head.len() + body.len() + data.states.iter().map(Vec::len).sum::<usize>();
+        let states = usize::try_from(data.states.total_len()).map_err(|_| "index states too large".to_string())?;
+        let len = head.len() + body.len() + states;
         let mut map = memmap2::MmapMut::map_anon(len).map_err(|e| e.to_string())?;
-        let mut at = 0;
-        for part in [&head, &body].into_iter().chain(data.states.iter()) {
-            map[at..at + part.len()].copy_from_slice(part);
-            at += part.len();
-        }
+        map[..head.len()].copy_from_slice(&head);
+        map[head.len()..head.len() + body.len()].copy_from_slice(&body);
+        let mut rest: &mut [u8] = &mut map[head.len() + body.len()..];
+        data.states.write_to(&mut rest).map_err(|e| format!("index states: {e}"))?;
         let map = map.make_read_only().map_err(|e| e.to_string())?;
         IndexFile::from_map(map, ident, fingerprint)
     }
