@@ -531,12 +531,15 @@ impl<'a> Parser<'a> {
         self.nodes[id as usize].right
     }
 
-    fn enter(&mut self) -> Option<()> {
+    /// Run one level of the grammar's recursion, within the depth bound.
+    fn nested(&mut self, f: impl FnOnce(&mut Self) -> Option<Id>) -> Option<Id> {
         if self.depth >= MAX_PARSE_DEPTH {
             return None;
         }
         self.depth += 1;
-        Some(())
+        let r = f(self);
+        self.depth -= 1;
+        r
     }
 
     /// <mangled-name> ::= _Z <encoding> [<clone-suffix>]*
@@ -604,10 +607,7 @@ impl<'a> Parser<'a> {
 
     /// <encoding> ::= <function name> <bare-function-type> | <data name> | <special-name>
     fn encoding(&mut self, top: bool) -> Option<Id> {
-        self.enter()?;
-        let r = self.encoding_inner(top);
-        self.depth -= 1;
-        r
+        self.nested(|p| p.encoding_inner(top))
     }
 
     fn encoding_inner(&mut self, top: bool) -> Option<Id> {
@@ -643,10 +643,7 @@ impl<'a> Parser<'a> {
 
     /// <name>: nested, local, unscoped, or unscoped template name.
     fn name(&mut self) -> Option<Id> {
-        self.enter()?;
-        let r = self.name_inner();
-        self.depth -= 1;
-        r
+        self.nested(Self::name_inner)
     }
 
     fn name_inner(&mut self) -> Option<Id> {
@@ -873,101 +870,76 @@ impl<'a> Parser<'a> {
 
     /// <special-name>: vtables, typeinfo, thunks, guard variables, ...
     fn special_name(&mut self) -> Option<Id> {
-        if self.check(b'T') {
+        /// What a special name is made of after its two letters.
+        enum Of {
+            Type,
+            Name,
+            Encoding,
+        }
+        let (k, of) = if self.check(b'T') {
             match self.next() {
-                b'V' => {
-                    let t = self.ty();
-                    self.comp(K::Vtable, t, None)
-                }
-                b'T' => {
-                    let t = self.ty();
-                    self.comp(K::Vtt, t, None)
-                }
-                b'I' => {
-                    let t = self.ty();
-                    self.comp(K::Typeinfo, t, None)
-                }
-                b'S' => {
-                    let t = self.ty();
-                    self.comp(K::TypeinfoName, t, None)
-                }
-                b'h' => {
-                    if !self.call_offset(b'h') {
+                b'V' => (K::Vtable, Of::Type),
+                b'T' => (K::Vtt, Of::Type),
+                b'I' => (K::Typeinfo, Of::Type),
+                b'S' => (K::TypeinfoName, Of::Type),
+                b'F' => (K::TypeinfoFn, Of::Type),
+                b'J' => (K::JavaClass, Of::Type),
+                b'H' => (K::TlsInit, Of::Name),
+                b'W' => (K::TlsWrapper, Of::Name),
+                b'h' | b'v' => {
+                    let c = self.s[self.pos - 1];
+                    if !self.call_offset(c) {
                         return None;
                     }
-                    let e = self.encoding(false);
-                    self.comp(K::Thunk, e, None)
-                }
-                b'v' => {
-                    if !self.call_offset(b'v') {
-                        return None;
-                    }
-                    let e = self.encoding(false);
-                    self.comp(K::VirtualThunk, e, None)
+                    (if c == b'h' { K::Thunk } else { K::VirtualThunk }, Of::Encoding)
                 }
                 b'c' => {
                     if !self.call_offset(0) || !self.call_offset(0) {
                         return None;
                     }
-                    let e = self.encoding(false);
-                    self.comp(K::CovariantThunk, e, None)
+                    (K::CovariantThunk, Of::Encoding)
                 }
                 b'C' => {
+                    // The offset of the base within the derived class is
+                    // not shown.
                     let derived = self.ty();
                     if self.number() < 0 || !self.check(b'_') {
                         return None;
                     }
                     let base = self.ty();
-                    self.comp(K::ConstructionVtable, base, derived)
-                }
-                b'F' => {
-                    let t = self.ty();
-                    self.comp(K::TypeinfoFn, t, None)
-                }
-                b'J' => {
-                    let t = self.ty();
-                    self.comp(K::JavaClass, t, None)
-                }
-                b'H' => {
-                    let n = self.name();
-                    self.comp(K::TlsInit, n, None)
-                }
-                b'W' => {
-                    let n = self.name();
-                    self.comp(K::TlsWrapper, n, None)
+                    return self.comp(K::ConstructionVtable, base, derived);
                 }
                 b'A' => {
                     let a = self.template_arg();
-                    self.comp(K::TparmObj, a, None)
+                    return self.comp(K::TparmObj, a, None);
                 }
-                _ => None,
+                _ => return None,
             }
         } else if self.check(b'G') {
             match self.next() {
-                b'V' => {
-                    let n = self.name();
-                    self.comp(K::Guard, n, None)
-                }
+                b'V' => (K::Guard, Of::Name),
                 b'R' => {
                     let n = self.name();
                     let v = self.number();
                     let num = self.leaf(K::Number, v);
-                    self.comp(K::Reftemp, n, num)
+                    return self.comp(K::Reftemp, n, num);
                 }
-                b'A' => {
-                    let e = self.encoding(false);
-                    self.comp(K::HiddenAlias, e, None)
-                }
+                b'A' => (K::HiddenAlias, Of::Encoding),
                 b'T' => {
                     let k = if self.next() == b'n' { K::NonTransactionClone } else { K::TransactionClone };
-                    let e = self.encoding(false);
-                    self.comp(k, e, None)
+                    (k, Of::Encoding)
                 }
-                _ => None,
+                _ => return None,
             }
         } else {
-            None
-        }
+            return None;
+        };
+        let inner = match of {
+            Of::Type => self.ty(),
+            Of::Name => self.name(),
+            Of::Encoding => self.encoding(false),
+        };
+        self.comp(k, inner, None)
     }
 
     /// <call-offset> ::= h <number> _ | v <number> _ <number> _ (not printed).
@@ -1029,10 +1001,7 @@ impl<'a> Parser<'a> {
 
     /// <type>
     fn ty(&mut self) -> Option<Id> {
-        self.enter()?;
-        let r = self.ty_inner();
-        self.depth -= 1;
-        r
+        self.nested(Self::ty_inner)
     }
 
     fn ty_inner(&mut self) -> Option<Id> {
@@ -1448,33 +1417,36 @@ impl<'a> Parser<'a> {
     /// <template-arg>* E; the last name seen before them stays the one a
     /// following constructor or destructor is named after.
     fn template_args_1(&mut self) -> Option<Id> {
-        self.enter()?;
-        let r = self.template_args_inner();
-        self.depth -= 1;
-        r
+        self.nested(Self::template_args_inner)
     }
 
     fn template_args_inner(&mut self) -> Option<Id> {
         let hold = self.last_name;
-        if self.check(b'E') {
-            return self.comp(K::TemplateArgList, None, None);
+        let r = self.terminated_list(K::TemplateArgList, b'E', Self::template_arg)?;
+        self.last_name = hold;
+        Some(r)
+    }
+
+    /// Items up to `term` as a chain of `k` nodes (an empty one when `term`
+    /// comes first).
+    fn terminated_list(&mut self, k: K, term: u8, item: fn(&mut Self) -> Option<Id>) -> Option<Id> {
+        if self.check(term) {
+            return self.comp(k, None, None);
         }
         let mut first: Option<Id> = None;
         let mut last: Option<Id> = None;
         loop {
-            let a = self.template_arg()?;
-            let l = self.comp(K::TemplateArgList, Some(a), None)?;
+            let a = item(self)?;
+            let l = self.comp(k, Some(a), None)?;
             match last {
                 Some(p) => self.nodes[p as usize].right = Some(l),
                 None => first = Some(l),
             }
             last = Some(l);
-            if self.check(b'E') {
-                break;
+            if self.check(term) {
+                return first;
             }
         }
-        self.last_name = hold;
-        first
     }
 
     fn template_arg(&mut self) -> Option<Id> {
@@ -1494,24 +1466,7 @@ impl<'a> Parser<'a> {
     }
 
     fn exprlist(&mut self, term: u8) -> Option<Id> {
-        if self.check(term) {
-            return self.comp(K::ArgList, None, None);
-        }
-        let mut first: Option<Id> = None;
-        let mut last: Option<Id> = None;
-        loop {
-            let e = self.expression()?;
-            let a = self.comp(K::ArgList, Some(e), None)?;
-            match last {
-                Some(p) => self.nodes[p as usize].right = Some(a),
-                None => first = Some(a),
-            }
-            last = Some(a);
-            if self.check(term) {
-                break;
-            }
-        }
-        first
+        self.terminated_list(K::ArgList, term, Self::expression)
     }
 
     fn is_new_cast(&self, op: Id) -> bool {
@@ -1555,10 +1510,7 @@ impl<'a> Parser<'a> {
     }
 
     fn expression_1(&mut self) -> Option<Id> {
-        self.enter()?;
-        let r = self.expression_inner();
-        self.depth -= 1;
-        r
+        self.nested(Self::expression_inner)
     }
 
     fn expression_inner(&mut self) -> Option<Id> {
