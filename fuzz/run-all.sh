@@ -16,6 +16,7 @@ fi
 max_len() {
     case "$1" in
         perf_data) echo 65536 ;;
+        demangle) echo 1100 ;;
         frame_demux|snapshot_open|export_writers|runner_routing) echo 8192 ;;
         *) echo 4096 ;;
     esac

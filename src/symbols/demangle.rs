@@ -1,11 +1,17 @@
 //! Demangling of C++ (Itanium ABI) and Rust (legacy and v0) symbol names.
 //!
+//! C++ names go through our own demangler ([`super::itanium`]), whose output
+//! equals binutils' `c++filt`; Rust names through `rustc_demangle`.
+//!
 //! Follows binutils' `bfd_demangle` around the demangler itself: leading
 //! dots are kept aside, a version or `@plt` suffix (`name@GLIBC_2.17`) is
 //! cut off before demangling and put back after it, and GCC clone suffixes
 //! (`.constprop.0`, `.isra.0`, `.cold`) are shown as `[clone .constprop.0]`.
 
 use std::borrow::Cow;
+
+use super::itanium;
+pub use super::itanium::Style as CppStyle;
 
 /// Which mangling scheme a name follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,12 +55,23 @@ fn core_name(name: &str) -> (&str, &str, &str) {
 }
 
 /// Demangle a C++ or Rust symbol name. Returns `None` when `name` is not
-/// mangled or cannot be demangled.
+/// mangled or cannot be demangled. C++ names read as `c++filt` prints them
+/// ([`CppStyle::Verbose`]).
 pub fn demangle(name: &str) -> Option<String> {
+    demangle_with(name, CppStyle::Verbose)
+}
+
+/// [`demangle`] with a choice of how C++ standard substitutions are spelled:
+/// [`CppStyle::Short`] gives `std::string` as `nm -C` and `addr2line -C` do.
+pub fn demangle_with(name: &str, style: CppStyle) -> Option<String> {
     let (pre, core, suf) = core_name(name);
-    let d = match mangling(name)? {
-        Mangling::Rust => demangle_rust(core)?,
-        Mangling::Cpp => demangle_cpp(core)?,
+    let d = match mangling(name) {
+        Some(Mangling::Rust) => demangle_rust(core)?,
+        Some(Mangling::Cpp) => demangle_cpp(core, style)?,
+        // `_GLOBAL__I_<name>`: binutils names these "global constructors
+        // keyed to <name>".
+        None if core.starts_with("_GLOBAL_") => itanium::demangle(core, style)?,
+        None => return None,
     };
     Some(format!("{pre}{d}{suf}"))
 }
@@ -74,60 +91,10 @@ fn demangle_rust(core: &str) -> Option<String> {
     Some(format!("{d:#}"))
 }
 
-fn demangle_cpp(core: &str) -> Option<String> {
-    let (under, rest) = match core.strip_prefix("_Z") {
-        Some(r) => ("_Z", r),
-        None => ("__Z", core.strip_prefix("__Z")?),
-    };
-    // Special names that cpp_demangle spells differently from binutils.
-    if let Some(ty) = rest.strip_prefix("TV") {
-        return Some(format!("vtable for {}", demangle_type(under, ty)?));
-    }
-    if let Some(ty) = rest.strip_prefix("TT") {
-        return Some(format!("VTT for {}", demangle_type(under, ty)?));
-    }
-    let thunk = |kind: &str, r: &str| demangle_cpp(&format!("{under}{r}")).map(|d| format!("{kind} to {d}"));
-    if let Some(r) = rest.strip_prefix("Th") {
-        return thunk("non-virtual thunk", call_offset_tail(r, 1)?);
-    }
-    if let Some(r) = rest.strip_prefix("Tv") {
-        return thunk("virtual thunk", call_offset_tail(r, 2)?);
-    }
-    if let Some(r) = rest.strip_prefix("Tc") {
-        let r = skip_call_offset(r)?;
-        return thunk("covariant return thunk", skip_call_offset(r)?);
-    }
-    let sym = cpp_demangle::Symbol::new(core.as_bytes()).ok()?;
-    sym.demangle(&cpp_demangle::DemangleOptions::default()).ok()
-}
-
-/// A mangled type, demangled through `typeinfo for <type>`.
-fn demangle_type(under: &str, ty: &str) -> Option<String> {
-    let mangled = format!("{under}TI{ty}");
-    let s = cpp_demangle::Symbol::new(mangled.as_bytes()).ok()?;
-    let d = s.demangle(&cpp_demangle::DemangleOptions::default()).ok()?;
-    d.strip_prefix("typeinfo for ").map(str::to_string)
-}
-
-/// Skip `n` `<number> _` groups of a call offset (`h` has one, `v` two).
-fn call_offset_tail(mut r: &str, n: usize) -> Option<&str> {
-    for _ in 0..n {
-        let r2 = r.strip_prefix('n').unwrap_or(r);
-        let digits = r2.len() - r2.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-        if digits == 0 {
-            return None;
-        }
-        r = r2[digits..].strip_prefix('_')?;
-    }
-    Some(r)
-}
-
-fn skip_call_offset(r: &str) -> Option<&str> {
-    if let Some(r) = r.strip_prefix('h') {
-        call_offset_tail(r, 1)
-    } else {
-        call_offset_tail(r.strip_prefix('v')?, 2)
-    }
+fn demangle_cpp(core: &str, style: CppStyle) -> Option<String> {
+    // Mach-O style names carry one more leading underscore.
+    let core = if core.starts_with("__Z") { &core[1..] } else { core };
+    itanium::demangle(core, style)
 }
 
 #[cfg(test)]

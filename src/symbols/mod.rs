@@ -24,6 +24,7 @@ pub mod demangle;
 pub mod dwarf;
 pub mod elfsyms;
 pub mod functions;
+pub mod itanium;
 pub mod source;
 mod text;
 

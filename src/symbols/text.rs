@@ -20,7 +20,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use super::demangle::{demangle, mangling};
+use super::demangle::{demangle_with, mangling, CppStyle};
 use super::dwarf::{name_is_linkage, DieKey};
 use super::elfsyms::FindFunctionCache;
 use super::{Frame, Symbolizer};
@@ -89,7 +89,8 @@ fn write_file_line(out: &mut String, file: Option<&str>, line: u32, discriminato
 fn push_name(out: &mut String, name: Option<&str>) {
     match name.filter(|n| !n.is_empty()) {
         None => out.push_str("??"),
-        Some(n) => match demangle(n) {
+        // addr2line -C demangles without DMGL_VERBOSE: `std::string`.
+        Some(n) => match demangle_with(n, CppStyle::Short) {
             Some(d) => out.push_str(&d),
             None => out.push_str(n),
         },
