@@ -317,7 +317,7 @@ impl Ctx<'_> {
                         return Step::Joined(pos as u64, part, shift);
                     }
                     let state = self.spill.put(&state);
-                    let marks = marks.map(|m| self.spill.put(&marks::to_bytes(&m)));
+                    let marks = marks.map(|m| self.spill.put_marks(&m));
                     cps.push(Cp { offset: pos as u64, counts: r.counts, state, marks, seg: Seg::default() });
                 }
                 None if resumable => {
@@ -377,7 +377,7 @@ impl Ctx<'_> {
         match step {
             Step::Reached if to < self.accepted => {
                 let (state, marks) = r.save_state_marked()?;
-                let marks = marks.map(|m| self.spill.put(&marks::to_bytes(&m)));
+                let marks = marks.map(|m| self.spill.put_marks(&m));
                 Some(End::Open { offset: to as u64, state: self.spill.put(&state), marks })
             }
             _ => Some(self.last(r, cps, matches!(step, Step::Stopped))),
@@ -423,16 +423,16 @@ impl Ctx<'_> {
     }
 }
 
-/// States up to this size are saved at every checkpoint.
+/// States up to this size are kept in the index at every checkpoint.
 const SMALL_STATE: usize = 64 << 10;
 /// Larger states (a speculation window kept open for long: up to 2^16
-/// elements) are saved only where the trace bytes since the last saved one
-/// are this many times their size, so that the states of an index never add
-/// up to more than a quarter of the trace, whatever it holds.
+/// elements) are kept only where the trace bytes since the last kept one are
+/// this many times their size, so that the states of an index never add up
+/// to more than a quarter of the trace, whatever it holds.
 const STATE_DENSITY: u64 = 4;
 
-/// Whether a state of `len` bytes is saved at `pos`, the last one having been
-/// saved at `last`.
+/// Whether a state of `len` bytes is kept at `pos`, the last one having been
+/// kept at `last`.
 fn dense_enough(last: Option<u64>, pos: u64, len: usize) -> bool {
     match last {
         None => true,
@@ -604,23 +604,23 @@ fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> O
     loop {
         // Whether the decoder of part `k`, at `offset`, is in the state the
         // decoder of a later part saved there.
-        let meets = |offset: u64, state: &[u8], marks: Option<&[Mark]>| -> Option<(usize, Shift)> {
+        // The later part's checkpoint at `offset`, if any.
+        let later_cp = |offset: u64| -> Option<(usize, &Cp)> {
             let m = (offset - ctx.frag.start) as usize / part_len;
             let later = parts.get(m).filter(|_| m > k)?;
             let i = later.cps.binary_search_by_key(&offset, |c| c.offset).ok()?;
-            let cp = &later.cps[i];
-            let theirs = ctx.spill.get(cp.state).ok()?;
-            let their_marks = marks::from_bytes(&ctx.spill.get(cp.marks?).ok()?)?;
-            Some((m, marks::shift_between(state, marks?, &theirs, &their_marks)?))
+            Some((m, &later.cps[i]))
         };
+        let shift_to = |state: &[u8], marks: &[Mark], (m, cp): (usize, &Cp)| -> Option<(usize, Shift)> {
+            let theirs = ctx.spill.get(cp.state).ok()?;
+            Some((m, marks::shift_between(state, marks, &theirs, &ctx.spill.get_marks(cp.marks?)?)?))
+        };
+        let meets = |offset: u64, state: &[u8], marks: Option<&[Mark]>| shift_to(state, marks?, later_cp(offset)?);
         // The same for a state of ours in the spill, read only when the later
         // part has a checkpoint there.
         let meets_saved = |offset: u64, state: StateRef, marks: Option<StateRef>| -> Option<(usize, Shift)> {
-            let m = (offset - ctx.frag.start) as usize / part_len;
-            let later = parts.get(m).filter(|_| m > k)?;
-            later.cps.binary_search_by_key(&offset, |c| c.offset).ok()?;
-            let ours = marks::from_bytes(&ctx.spill.get(marks?).ok()?)?;
-            meets(offset, &ctx.spill.get(state).ok()?, Some(&ours))
+            let there = later_cp(offset)?;
+            shift_to(&ctx.spill.get(state).ok()?, &ctx.spill.get_marks(marks?)?, there)
         };
         let part = &parts[k];
         for cp in part.cps.iter().filter(|c| c.offset >= from) {
@@ -714,7 +714,7 @@ impl Acc {
             let mut state = cp.state;
             if self.shift != Shift::default() {
                 let mut bytes = self.spill.get(state).ok()?;
-                let marks = marks::from_bytes(&self.spill.get(cp.marks?).ok()?)?;
+                let marks = self.spill.get_marks(cp.marks?)?;
                 self.shift.apply(&mut bytes, &marks);
                 state = self.spill.put(&bytes);
             }

@@ -89,6 +89,17 @@ impl Spill {
         StateRef { pos, len, hash, in_memory: true }
     }
 
+    /// Keep the counter positions of a state (see [`super::marks::to_bytes`]).
+    pub fn put_marks(&self, marks: &[super::marks::Mark]) -> StateRef {
+        self.put(&super::marks::to_bytes(marks))
+    }
+
+    /// The counter positions [`Spill::put_marks`] kept; `None` when they
+    /// cannot be read back.
+    pub fn get_marks(&self, r: StateRef) -> Option<Vec<super::marks::Mark>> {
+        super::marks::from_bytes(&self.get(r).ok()?)
+    }
+
     /// The state `r` refers to.
     pub fn get(&self, r: StateRef) -> io::Result<Vec<u8>> {
         let len = usize::try_from(r.len).map_err(|_| io::Error::other("saved state too large"))?;
