@@ -125,7 +125,7 @@ fn run(args: &Args) -> Result<(), String> {
     drop(app);
 
     // The index build alone, in memory.
-    let cap = Capture::open(&perf, &copts)?;
+    let cap = Capture::open(&perf, &copts).map_err(|e| e.to_string())?;
     let mut reference: Option<index::format::IndexData> = None;
     for &t in &args.threads {
         let iopts = IndexOptions { threads: t, ..IndexOptions::default() };

@@ -15,6 +15,56 @@ use crate::protocol::etm4::decoder::DecoderOptions;
 use crate::session::{BufferPlan, Fragment, RunOptions};
 use crate::symbols::{self, Symbolizer};
 
+/// Why a capture could not be opened or a position in it not read.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The snapshot could not be read.
+    #[error("{0}")]
+    Input(#[from] crate::input::InputError),
+    /// The perf.data could not be read.
+    #[error("{0}")]
+    Perf(#[from] crate::input::perf::PerfError),
+    /// The buffer could not be planned or opened.
+    #[error("{0}")]
+    Session(#[from] crate::session::SessionError),
+    /// An `--image` file could not be mapped.
+    #[error("{0}")]
+    Image(#[from] crate::image::ImageError),
+    /// An `--image` file could not be read for symbols, or an address
+    /// did not parse.
+    #[error("{0}")]
+    Symbols(#[from] crate::symbols::SymbolError),
+    /// The index could not be opened or built.
+    #[error("{0}")]
+    Index(#[from] index::IndexError),
+    #[error("{}: no such file or directory", path.display())]
+    NoSuchPath { path: PathBuf },
+    #[error("{}: expected an OpenCSD snapshot directory (with snapshot.ini) or a perf.data file", path.display())]
+    NotACapture { path: PathBuf },
+    #[error("{}: the snapshot defines no trace buffers", path.display())]
+    NoBuffers { path: PathBuf },
+    /// `--cpu` names a CPU the recording has no trace of.
+    #[error("--cpu {cpu}: the recording has no trace of that CPU (CPUs: {})", known.join(", "))]
+    NoSuchCpu { cpu: u32, known: Vec<String> },
+    /// An ELF file has no loadable segment to place.
+    #[error("no loadable segment")]
+    NoLoadSegment,
+    /// No segment of an ELF file holds the file offset a mapping starts at.
+    #[error("no segment holds the mapped part")]
+    NoMappedSegment,
+    #[error("'{text}' is not a number")]
+    BadNumber { text: String },
+    /// A position (`fn:NAME`, `addr:HEX`...) that could not be used.
+    #[error("{position}: {source}")]
+    Position { position: String, source: Box<CaptureError> },
+    #[error("{position}: finding a function needs its ELF file (--image)")]
+    NeedsImage { position: String },
+    #[error("{position}: expected an element number, instr:N, ts:VALUE, cc:VALUE, off:BYTES, addr:HEX or fn:NAME")]
+    UnknownPosition { position: String },
+    #[error("no function matches '{name}'")]
+    NoFunction { name: String },
+}
+
 /// How to open a capture.
 #[derive(Clone, Debug, Default)]
 pub struct CaptureOptions {
@@ -61,26 +111,23 @@ pub struct Capture {
 
 impl Capture {
     /// Open a snapshot directory or a perf.data file.
-    pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, String> {
+    pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, CaptureError> {
         if perf::is_perf_data(path) {
             return perf::open(path, copts);
         }
         let snapshot = open_snapshot(path)?;
         let mut warnings: Vec<String> = snapshot.warnings.iter().map(|w| w.to_string()).collect();
         let buffer = match &copts.source {
-            Some(name) => snapshot.buffer(name).map_err(|e| e.to_string())?.clone(),
-            None => snapshot
-                .default_buffer()
-                .ok_or_else(|| format!("{}: the snapshot defines no trace buffers", path.display()))?
-                .clone(),
+            Some(name) => snapshot.buffer(name)?.clone(),
+            None => snapshot.default_buffer().ok_or_else(|| CaptureError::NoBuffers { path: path.to_path_buf() })?.clone(),
         };
-        let mut plan = BufferPlan::new(&snapshot, &buffer).map_err(|e| e.to_string())?;
+        let mut plan = BufferPlan::new(&snapshot, &buffer)?;
         for a in &copts.images {
             let (p, load) = crate::image::elf::parse_image_arg(a)?;
             plan.add_elf_image(&p, load)?;
         }
         warnings.extend(plan.notes.iter().cloned());
-        let file = plan.open().map_err(|e| e.to_string())?;
+        let file = plan.open()?;
         let mut image_args = copts.images.clone();
         if !copts.no_auto_images {
             image_args.extend(elf_files_in(path).into_iter().map(|p| p.display().to_string()));
@@ -93,7 +140,7 @@ impl Capture {
                 match sym.add_image_arg(a) {
                     Ok(_) => {}
                     // Given files must load; found ones are only a convenience.
-                    Err(e) if copts.images.contains(a) => return Err(e.to_string()),
+                    Err(e) if copts.images.contains(a) => return Err(e.into()),
                     Err(e) => warnings.push(format!("{a}: not used for symbols: {e}")),
                 }
             }
@@ -124,7 +171,7 @@ impl Capture {
     /// (`progress` can be read from another thread meanwhile). Pages behind
     /// the build are given back so a multi-gigabyte capture does not stay
     /// resident.
-    pub fn open_index(&self, iopts: &IndexOptions, rebuild: bool, progress: &BuildProgress) -> Result<Index, String> {
+    pub fn open_index(&self, iopts: &IndexOptions, rebuild: bool, progress: &BuildProgress) -> Result<Index, CaptureError> {
         let file = &self.file;
         let release = |a: usize, b: usize| file.release(a, b);
         index::open_or_build_fragments(
@@ -137,7 +184,7 @@ impl Capture {
             progress,
             Some(&release),
         )
-        .map_err(|e| e.to_string())
+        .map_err(CaptureError::from)
     }
 
     pub fn seeker<'a>(&'a self, index: &'a index::format::IndexFile) -> Seeker<'a> {
@@ -148,7 +195,7 @@ impl Capture {
     /// `cc:VALUE`, `off:BYTES`, `addr:HEX` or `fn:NAME`. A function name that
     /// matches none exactly takes the best fuzzy match, named in the second
     /// value.
-    pub fn parse_position(&self, pos: &str) -> Result<(SeekTarget, Option<String>), String> {
+    pub fn parse_position(&self, pos: &str) -> Result<(SeekTarget, Option<String>), CaptureError> {
         let (kind, value) = pos.split_once(':').unwrap_or(("", pos));
         Ok((
             match kind {
@@ -160,15 +207,12 @@ impl Capture {
                 "addr" => SeekTarget::Address(symbols::parse_address(value)?),
                 "fn" => {
                     let Some(sym) = &self.symbols else {
-                        return Err(format!("{pos}: finding a function needs its ELF file (--image)"));
+                        return Err(CaptureError::NeedsImage { position: pos.to_string() });
                     };
-                    return function_entries(sym, value).map_err(|e| format!("{pos}: {e}"));
+                    return function_entries(sym, value)
+                        .map_err(|e| CaptureError::Position { position: pos.to_string(), source: Box::new(e) });
                 }
-                _ => {
-                    return Err(format!(
-                        "{pos}: expected an element number, instr:N, ts:VALUE, cc:VALUE, off:BYTES, addr:HEX or fn:NAME"
-                    ))
-                }
+                _ => return Err(CaptureError::UnknownPosition { position: pos.to_string() }),
             },
             None,
         ))
@@ -177,7 +221,7 @@ impl Capture {
 
 /// The entry addresses of the function `name` (exact name, raw name or
 /// alias; else the best fuzzy match, whose name is returned).
-pub fn function_entries(sym: &Symbolizer, name: &str) -> Result<(SeekTarget, Option<String>), String> {
+pub fn function_entries(sym: &Symbolizer, name: &str) -> Result<(SeekTarget, Option<String>), CaptureError> {
     let table = sym.function_table();
     let exact: Vec<&symbols::FunctionEntry> = table
         .functions
@@ -193,7 +237,7 @@ pub fn function_entries(sym: &Symbolizer, name: &str) -> Result<(SeekTarget, Opt
                 let f = &table.functions[h.index];
                 (vec![f], Some(f.name.clone()))
             }
-            None => return Err(format!("no function matches '{name}'")),
+            None => return Err(CaptureError::NoFunction { name: name.to_string() }),
         }
     };
     Ok((SeekTarget::Entry(chosen.iter().flat_map(|f| f.ranges.iter().map(|r| r.start)).collect()), note))
@@ -201,27 +245,24 @@ pub fn function_entries(sym: &Symbolizer, name: &str) -> Result<(SeekTarget, Opt
 
 /// Open a snapshot directory, saying what is wrong with a path that is not
 /// one.
-pub fn open_snapshot(path: &Path) -> Result<Snapshot, String> {
+pub fn open_snapshot(path: &Path) -> Result<Snapshot, CaptureError> {
     if !path.exists() {
-        return Err(format!("{}: no such file or directory", path.display()));
+        return Err(CaptureError::NoSuchPath { path: path.to_path_buf() });
     }
     if !path.is_dir() {
-        return Err(format!(
-            "{}: expected an OpenCSD snapshot directory (with snapshot.ini) or a perf.data file",
-            path.display()
-        ));
+        return Err(CaptureError::NotACapture { path: path.to_path_buf() });
     }
-    Snapshot::open(path).map_err(|e| e.to_string())
+    Ok(Snapshot::open(path)?)
 }
 
 /// A decimal or 0x-prefixed hexadecimal number.
-pub fn parse_number(s: &str) -> Result<u64, String> {
+pub fn parse_number(s: &str) -> Result<u64, CaptureError> {
     let t = s.trim();
     match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
         Some(h) => u64::from_str_radix(h, 16),
         None => t.parse(),
     }
-    .map_err(|_| format!("'{s}' is not a number"))
+    .map_err(|_| CaptureError::BadNumber { text: s.to_string() })
 }
 
 /// ELF files directly inside a snapshot directory (the program a

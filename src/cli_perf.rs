@@ -44,7 +44,7 @@ fn open(path: &Path, images: &[String], perf: &PerfArgs, decoder: DecoderOptions
         cpu: perf.cpu,
         ..CaptureOptions::default()
     };
-    let cap = Capture::open(path, &copts)?;
+    let cap = Capture::open(path, &copts).map_err(|e| e.to_string())?;
     for w in &cap.warnings {
         eprintln!("tracesight: warning: {w}");
     }

@@ -278,14 +278,15 @@ fn main() -> ExitCode {
         Some(Command::Symbolize(args)) => symbolize(args),
         Some(Command::Index(args)) => index_command(args),
         Some(Command::Export(args)) => export_command(args),
-        Some(Command::Synth(args)) => tracesight::synth::cli::run(args),
-        Some(Command::Profile(args)) => tracesight::profile::cli::run(args),
+        Some(Command::Synth(args)) => tracesight::synth::cli::run(args).map_err(|e| e.to_string()),
+        Some(Command::Profile(args)) => tracesight::profile::cli::run(args).map_err(|e| e.to_string()),
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
             let copts = cli.capture.options();
             // Open once here so a bad path fails before the screen switches.
             tracesight::capture::Capture::open(&path, &copts)
-                .and_then(|_| tracesight::tui::run(&path, &copts))
+                .map_err(|e| e.to_string())
+                .and_then(|_| tracesight::tui::run(&path, &copts).map_err(|e| e.to_string()))
                 .map(|_| ExitCode::SUCCESS)
         }
     };
@@ -402,7 +403,7 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
     if cli_perf::is_perf(&args.path) {
         return cli_perf::decode(&args);
     }
-    let snap = open_snapshot(&args.path)?;
+    let snap = open_snapshot(&args.path).map_err(|e| e.to_string())?;
     for w in &snap.warnings {
         eprintln!("tracesight: warning: {}", w);
     }
@@ -423,11 +424,11 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
         .images
         .iter()
         .map(|a| tracesight::image::elf::parse_image_arg(a))
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
     for buffer in &buffers {
         let mut plan = BufferPlan::new(&snap, buffer).map_err(|e| e.to_string())?;
         for (path, load) in &images {
-            plan.add_elf_image(path, *load)?;
+            plan.add_elf_image(path, *load).map_err(|e| e.to_string())?;
         }
         let file = plan.open().map_err(|e| e.to_string())?;
         planned.push((plan, file));
@@ -715,7 +716,7 @@ fn export_command(args: ExportArgs) -> Result<ExitCode, String> {
         })?,
     };
     let copts = args.capture.options();
-    let cap = tracesight::capture::Capture::open(&args.path, &copts)?;
+    let cap = tracesight::capture::Capture::open(&args.path, &copts).map_err(|e| e.to_string())?;
     for w in &cap.warnings {
         eprintln!("tracesight: warning: {w}");
     }
@@ -829,12 +830,12 @@ fn parse_seek(pos: &str, images: &[String]) -> Result<index::SeekTarget, String>
     use index::SeekTarget as T;
     let (kind, value) = pos.split_once(':').unwrap_or(("", pos));
     Ok(match kind {
-        "" => T::Element(parse_number(value)?),
-        "instr" => T::Instruction(parse_number(value)?),
-        "ts" => T::Timestamp(parse_number(value)?),
-        "cc" => T::Cycles(parse_number(value)?),
-        "off" => T::Offset(parse_number(value)?),
-        "addr" => T::Address(symbols::parse_address(value)?),
+        "" => T::Element(parse_number(value).map_err(|e| e.to_string())?),
+        "instr" => T::Instruction(parse_number(value).map_err(|e| e.to_string())?),
+        "ts" => T::Timestamp(parse_number(value).map_err(|e| e.to_string())?),
+        "cc" => T::Cycles(parse_number(value).map_err(|e| e.to_string())?),
+        "off" => T::Offset(parse_number(value).map_err(|e| e.to_string())?),
+        "addr" => T::Address(symbols::parse_address(value).map_err(|e| e.to_string())?),
         "fn" => {
             if images.is_empty() {
                 return Err(format!("--seek {pos}: finding a function needs its ELF file (--image)"));
@@ -926,7 +927,7 @@ fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
     if cli_perf::is_perf(&args.path) {
         return cli_perf::index(&args);
     }
-    let snap = open_snapshot(&args.path)?;
+    let snap = open_snapshot(&args.path).map_err(|e| e.to_string())?;
     let buffer = match &args.source {
         Some(name) => snap.buffer(name).map_err(|e| e.to_string())?.clone(),
         None => snap
@@ -936,8 +937,8 @@ fn index_command(args: IndexArgs) -> Result<ExitCode, String> {
     };
     let mut plan = BufferPlan::new(&snap, &buffer).map_err(|e| e.to_string())?;
     for a in &args.images {
-        let (path, load) = tracesight::image::elf::parse_image_arg(a)?;
-        plan.add_elf_image(&path, load)?;
+        let (path, load) = tracesight::image::elf::parse_image_arg(a).map_err(|e| e.to_string())?;
+        plan.add_elf_image(&path, load).map_err(|e| e.to_string())?;
     }
     let file = plan.open().map_err(|e| e.to_string())?;
     let data = file.bytes();
@@ -1017,9 +1018,9 @@ fn symbolize(args: SymbolizeArgs) -> Result<ExitCode, String> {
         io::Read::read_to_string(&mut io::stdin(), &mut text).map_err(|e| format!("standard input: {e}"))?;
         words = text.split_whitespace().map(str::to_string).collect();
     }
-    let addrs = words.iter().map(|a| symbols::parse_address(a)).collect::<Result<Vec<_>, _>>()?;
+    let addrs = words.iter().map(|a| symbols::parse_address(a)).collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
     let text = if args.show_source {
-        let resolver = symbols::SourceResolver::from_args(&args.source_roots, &args.substitutions)?;
+        let resolver = symbols::SourceResolver::from_args(&args.source_roots, &args.substitutions).map_err(|e| e.to_string())?;
         with_source_lines(&symbols::symbolize_text(&sym, &addrs), &resolver)
     } else {
         symbols::symbolize_text(&sym, &addrs)
@@ -1067,7 +1068,7 @@ fn info(path: &Path, image_args: &[String], top: usize) -> Result<ExitCode, Stri
     if path.is_file() {
         return perf_info(path);
     }
-    let snap = open_snapshot(path)?;
+    let snap = open_snapshot(path).map_err(|e| e.to_string())?;
     let mut o = String::new();
     o.push_str(&format!("snapshot: {}\n", path.display()));
     if let Some(d) = &snap.description {
@@ -1141,8 +1142,8 @@ fn function_report(snap: &Snapshot, image_args: &[String], top: usize) -> Result
     let Some(buffer) = snap.default_buffer() else { return Ok(o) };
     let mut plan = BufferPlan::new(snap, buffer).map_err(|e| e.to_string())?;
     for a in image_args {
-        let (path, load) = tracesight::image::elf::parse_image_arg(a)?;
-        plan.add_elf_image(&path, load)?;
+        let (path, load) = tracesight::image::elf::parse_image_arg(a).map_err(|e| e.to_string())?;
+        plan.add_elf_image(&path, load).map_err(|e| e.to_string())?;
     }
     let file = plan.open().map_err(|e| e.to_string())?;
     let opts = RunOptions { elements: true, ..RunOptions::default() };

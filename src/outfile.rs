@@ -13,7 +13,6 @@
 //! An output that names one of the run's own input files is refused
 //! ([`refuse_inputs`]): renaming over the trace would destroy it.
 
-use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -29,32 +28,23 @@ pub const STALE_AGE: Duration = Duration::from_secs(10 * 60);
 /// Temporary files of this process that exist now.
 static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-#[derive(Debug)]
+/// Why an output file could not be set up.
+#[derive(Debug, thiserror::Error)]
 pub enum OutputError {
     /// Creating the temporary file failed.
-    Io { path: PathBuf, error: io::Error },
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, #[source] error: io::Error },
     /// The destination has no file name (`/`, `..`).
+    #[error("{}: not a file name", .0.display())]
     NotAFile(PathBuf),
     /// The destination is one of the run's input files.
+    #[error(
+        "{}: this is an input of the capture ({}); writing there would destroy it, choose another output file",
+        dest.display(),
+        input.display()
+    )]
     IsInput { dest: PathBuf, input: PathBuf },
 }
-
-impl fmt::Display for OutputError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            OutputError::Io { path, error } => write!(f, "{}: {error}", path.display()),
-            OutputError::NotAFile(p) => write!(f, "{}: not a file name", p.display()),
-            OutputError::IsInput { dest, input } => write!(
-                f,
-                "{}: this is an input of the capture ({}); writing there would destroy it, choose another output file",
-                dest.display(),
-                input.display()
-            ),
-        }
-    }
-}
-
-impl std::error::Error for OutputError {}
 
 /// The temporary name for `dest`: `.NAME.tmp-PID-SERIAL` in the same
 /// directory (so the final rename stays within one file system). The serial

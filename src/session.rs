@@ -5,7 +5,6 @@
 //! This is the glue the CLI, the tests and the benchmarks share; it knows
 //! nothing about output formats.
 
-use std::fmt;
 
 use std::sync::Arc;
 
@@ -124,42 +123,37 @@ impl Fragment {
     }
 }
 
-/// Why a session could not run.
-#[derive(Debug)]
+/// Why a session could not run or resume.
+#[derive(Debug, thiserror::Error)]
 pub enum SessionError {
-    Input(InputError),
+    #[error("{0}")]
+    Input(#[from] InputError),
     /// The buffer's `format=` is not one this version reads.
+    #[error("trace buffer {buffer}: format '{format}' is not supported (expected coresight, source_data or dstream_coresight)")]
     UnknownFormat { buffer: String, format: String },
     /// A raw (`source_data`) buffer needs exactly one source.
+    #[error("trace buffer {buffer} holds unformatted single-source data but {count} sources write to it; expected exactly one")]
     RawBufferSources { buffer: String, count: usize },
     /// The frame demultiplexer rejected the data; what was decoded before
     /// `offset` has been delivered.
-    Frame { file: String, error: FrameError },
-}
-
-impl fmt::Display for SessionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SessionError::Input(e) => write!(f, "{e}"),
-            SessionError::UnknownFormat { buffer, format } => write!(
-                f,
-                "trace buffer {buffer}: format '{format}' is not supported (expected coresight, source_data or dstream_coresight)"
-            ),
-            SessionError::RawBufferSources { buffer, count } => write!(
-                f,
-                "trace buffer {buffer} holds unformatted single-source data but {count} sources write to it; expected exactly one"
-            ),
-            SessionError::Frame { file, error } => write!(f, "{file}: {error}"),
-        }
-    }
-}
-
-impl std::error::Error for SessionError {}
-
-impl From<InputError> for SessionError {
-    fn from(e: InputError) -> Self {
-        SessionError::Input(e)
-    }
+    #[error("{file}: {error}")]
+    Frame { file: String, #[source] error: FrameError },
+    /// An ELF file for the program image could not be mapped.
+    #[error("{0}")]
+    Image(#[from] crate::image::ImageError),
+    /// A saved parser or decoder state is unusable.
+    #[error("{0}")]
+    State(#[from] crate::protocol::ProtocolError),
+    /// The saved state has decoder states and the run wants none, or the
+    /// other way round.
+    #[error("run state was saved with another decode level")]
+    StateLevel,
+    /// The saved state belongs to a protocol other than the source's.
+    #[error("run state for a source whose protocol cannot be resumed")]
+    StateProtocol,
+    /// The saved state has a chain for a trace ID this decode has not.
+    #[error("run state names trace ID 0x{id:x}, which this decode does not have")]
+    StateTraceId { id: u8 },
 }
 
 /// Trace ID register of a non-ETMv4 source, for notices about what is skipped.
@@ -281,8 +275,8 @@ impl BufferPlan {
 
     /// Add an ELF file's loadable segments to the program image (at `load` for
     /// a position-independent image). Returns how many segments were mapped.
-    pub fn add_elf_image(&mut self, path: &std::path::Path, load: Option<u64>) -> Result<usize, String> {
-        Arc::make_mut(&mut self.image).add_elf(path, load)
+    pub fn add_elf_image(&mut self, path: &std::path::Path, load: Option<u64>) -> Result<usize, SessionError> {
+        Ok(Arc::make_mut(&mut self.image).add_elf(path, load)?)
     }
 
     /// Open the buffer's trace file (memory-mapped).
@@ -637,9 +631,9 @@ impl Chain {
         }
     }
 
-    fn load_state(&mut self, plan: &BufferPlan, opts: &RunOptions, pstate: &[u8], dstate: Option<Vec<u8>>) -> Result<(), String> {
+    fn load_state(&mut self, plan: &BufferPlan, opts: &RunOptions, pstate: &[u8], dstate: Option<Vec<u8>>) -> Result<(), SessionError> {
         if dstate.is_some() != opts.elements {
-            return Err("run state was saved with another decode level".into());
+            return Err(SessionError::StateLevel);
         }
         match (&mut self.proto, &plan.sources[self.source].kind) {
             (Proto::Etm4 { parser, decoder }, SourceKind::Etm4(cfg)) => {
@@ -652,12 +646,12 @@ impl Chain {
             }
             (Proto::Ptm { parser, decoder, prev }, SourceKind::Ptm(cfg)) => {
                 let (p, saved_prev): (Vec<u8>, Option<Vec<u8>>) =
-                    bincode::deserialize(pstate).map_err(|e| format!("PTM chain state: {e}"))?;
+                    crate::protocol::read_state("PTM chain", pstate)?;
                 *parser = PtmParser::load_state(cfg, &p)?;
                 *decoder = dstate.map(|d| PtmDecoder::load_state(cfg, plan.image.clone(), &d)).transpose()?;
                 *prev = saved_prev;
             }
-            _ => return Err("run state for a source whose protocol cannot be resumed".into()),
+            _ => return Err(SessionError::StateProtocol),
         }
         Ok(())
     }
@@ -951,13 +945,13 @@ impl<'p> Runner<'p> {
     }
 
     /// A runner continuing from a saved state.
-    pub fn resume(plan: &'p BufferPlan, opts: &RunOptions, state: &[u8]) -> Result<Runner<'p>, String> {
+    pub fn resume(plan: &'p BufferPlan, opts: &RunOptions, state: &[u8]) -> Result<Runner<'p>, SessionError> {
         Runner::resume_fragment(plan, opts, &Fragment { start: 0, end: 0, raw_source: None }, state)
     }
 
     /// A runner continuing from a state saved inside `frag`.
-    pub fn resume_fragment(plan: &'p BufferPlan, opts: &RunOptions, frag: &Fragment, state: &[u8]) -> Result<Runner<'p>, String> {
-        let st: RunnerState = bincode::deserialize(state).map_err(|e| format!("run state: {e}"))?;
+    pub fn resume_fragment(plan: &'p BufferPlan, opts: &RunOptions, frag: &Fragment, state: &[u8]) -> Result<Runner<'p>, SessionError> {
+        let st: RunnerState = crate::protocol::read_state("run", state)?;
         let mut r = Runner::for_fragment(plan, opts, frag);
         r.offset = st.offset;
         r.counts = st.counts;
@@ -968,7 +962,7 @@ impl<'p> Runner<'p> {
             let chain = match (&mut r.raw, &mut r.slots[id as usize & 0x7f]) {
                 (Some(c), _) if r.mode.is_none() => c,
                 (_, Slot::Chain(c)) => &mut **c,
-                _ => return Err(format!("run state names trace ID 0x{id:x}, which this decode does not have")),
+                _ => return Err(SessionError::StateTraceId { id }),
             };
             chain.load_state(plan, opts, &pstate, dstate)?;
         }

@@ -158,7 +158,7 @@ fn wrapping_and_short_dumps_are_reported() {
     let dump = dir.join("kernel_dump.bin");
     let size = std::fs::metadata(&dump).unwrap().len();
     let mut m = MemoryImage::new();
-    let err = m.add_file(&dump, u64::MAX - 0x1000, None, 0, MemSpace::ANY).unwrap_err();
+    let err = m.add_file(&dump, u64::MAX - 0x1000, None, 0, MemSpace::ANY).unwrap_err().to_string();
     assert!(err.contains("past the top of the address space"), "{err}");
     assert!(m.is_empty());
     let note = m.add_file(&dump, 0x1000, Some(size + 0x100), 0, MemSpace::ANY).unwrap();

@@ -98,7 +98,7 @@ fn same_both_ways(name: &str, capture: &Path, extra: &[&str]) -> usize {
                 assert!(x == y, "{name} {f:?}: the parallel output differs from the serial one");
                 compared += 1;
             }
-            (Err(x), Err(y)) => assert_eq!(x, y, "{name} {f:?}: different errors"),
+            (Err(x), Err(y)) => assert_eq!(x.to_string(), y.to_string(), "{name} {f:?}: different errors"),
             _ => panic!("{name} {f:?}: serial {:?} but parallel {:?}", one.map(|_| "ok"), all.map(|_| "ok")),
         }
     }

@@ -103,7 +103,7 @@ fn run_case(l: &Loaded, c: &Case) -> Result<u64, String> {
     let end = (c.at + c.width).min(st.len());
     st[c.at..end].copy_from_slice(&bytes[..end - c.at]);
     let opts = index::index_run_options(&RunOptions::default());
-    let mut r = Runner::resume(&l.plan, &opts, &st)?;
+    let mut r = Runner::resume(&l.plan, &opts, &st).map_err(|e| e.to_string())?;
     let from = l.offsets[c.checkpoint] as usize;
     let to = (from + 8192).min(l.data.len());
     let mut n = 0u64;

@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::element::PeContext;
 use crate::image::memory::MemoryImage;
+use crate::image::ImageError;
 use crate::input::perf::{BuildId, MmapRecord, PerfData, TraceProtocol};
 use crate::input::{BufferFormat, TraceBuffer, TraceFile};
 use crate::protocol::etm3::Etm3Config;
@@ -24,7 +25,7 @@ use crate::protocol::ptm::PtmConfig;
 use crate::session::{BufferPlan, Fragment, RunOptions, Source, SourceKind};
 use crate::symbols::Symbolizer;
 
-use super::{Capture, CaptureOptions};
+use super::{Capture, CaptureError, CaptureOptions};
 
 /// The first bytes of a perf.data file (`perf_file_header.magic`).
 pub const MAGIC: &[u8; 8] = b"PERFILE2";
@@ -159,8 +160,8 @@ impl PerfInfo {
 }
 
 /// Open a perf.data as a capture.
-pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, String> {
-    let data = PerfData::open(path).map_err(|e| e.to_string())?;
+pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, CaptureError> {
+    let data = PerfData::open(path)?;
     let mut warnings: Vec<String> = data.warnings().iter().map(|w| format!("{}: {w}", path.display())).collect();
     let mut notes = Vec::new();
     let mut sources = Vec::new();
@@ -200,7 +201,7 @@ pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, String> {
     if let Some(cpu) = copts.cpu {
         if !sources.iter().any(|s| s.cpu == Some(cpu)) {
             let known: Vec<String> = sources.iter().filter_map(|s| s.cpu).map(|c| c.to_string()).collect();
-            return Err(format!("--cpu {cpu}: the recording has no trace of that CPU (CPUs: {})", known.join(", ")));
+            return Err(CaptureError::NoSuchCpu { cpu, known });
         }
     }
     let fragments = fragments(&data, &sources, copts.cpu, &mut notes);
@@ -242,7 +243,7 @@ pub fn open(path: &Path, copts: &CaptureOptions) -> Result<Capture, String> {
         image: Arc::new(image),
     };
     warnings.extend(plan.notes.iter().cloned());
-    let file = TraceFile::open_for(path, "the perf.data").map_err(|e| e.to_string())?;
+    let file = TraceFile::open_for(path, "the perf.data")?;
     let mut opts = RunOptions { decoder: copts.decoder, quiet_ends: true, ..RunOptions::default() };
     if let Some(cpu) = copts.cpu {
         opts.ids = plan.sources.iter().filter(|s| s.cpu == Some(cpu)).filter_map(|s| s.trace_id).collect();
@@ -452,35 +453,35 @@ fn locate(m: &MmapRecord, id: Option<&BuildId>, copts: &CaptureOptions, note: &m
 }
 
 /// The build ID note of an ELF file (`Ok(None)` when it has none).
-fn elf_build_id(path: &Path) -> Result<Option<Vec<u8>>, String> {
+fn elf_build_id(path: &Path) -> Result<Option<Vec<u8>>, CaptureError> {
     use object::Object;
-    let f = TraceFile::open(path).map_err(|e| e.to_string())?;
-    let elf = object::File::parse(f.bytes()).map_err(|e| e.to_string())?;
-    Ok(elf.build_id().map_err(|e| e.to_string())?.map(|b| b.to_vec()))
+    let f = TraceFile::open(path)?;
+    let elf = object::File::parse(f.bytes()).map_err(ImageError::from)?;
+    Ok(elf.build_id().map_err(ImageError::from)?.map(|b| b.to_vec()))
 }
 
 /// Where the ELF's lowest segment lands for mapping `m`: the segment that
 /// holds the mapped file offset is placed at `addr - pgoff + its offset`
 /// (the kernel maps file pages, so file offset and address differ by the
 /// same amount across the mapping), and the others keep their distance.
-fn load_address(path: &Path, m: &MmapRecord) -> Result<u64, String> {
-    let f = TraceFile::open(path).map_err(|e| e.to_string())?;
+fn load_address(path: &Path, m: &MmapRecord) -> Result<u64, CaptureError> {
+    let f = TraceFile::open(path)?;
     let segs = crate::image::elf::load_segments(f.bytes())?;
-    let low = segs.iter().map(|s| s.vaddr).min().ok_or("no loadable segment")?;
+    let low = segs.iter().map(|s| s.vaddr).min().ok_or(CaptureError::NoLoadSegment)?;
     let seg = segs
         .iter()
         .find(|s| s.file_offset <= m.pgoff && m.pgoff < s.file_offset + s.file_size.max(1))
         .or_else(|| segs.iter().find(|s| s.executable))
-        .ok_or("no segment holds the mapped part")?;
+        .ok_or(CaptureError::NoMappedSegment)?;
     // bias = addr - pgoff + offset - vaddr; the lowest segment is at low + bias.
     let bias = m.addr.wrapping_sub(m.pgoff).wrapping_add(seg.file_offset).wrapping_sub(seg.vaddr);
     Ok(low.wrapping_add(bias))
 }
 
 /// The lowest segment address of an ELF file linked where it runs.
-fn own_address(path: &Path) -> Result<u64, String> {
-    let f = TraceFile::open(path).map_err(|e| e.to_string())?;
-    crate::image::elf::load_segments(f.bytes())?.iter().map(|s| s.vaddr).min().ok_or_else(|| "no loadable segment".into())
+fn own_address(path: &Path) -> Result<u64, CaptureError> {
+    let f = TraceFile::open(path)?;
+    crate::image::elf::load_segments(f.bytes())?.iter().map(|s| s.vaddr).min().ok_or(CaptureError::NoLoadSegment)
 }
 
 fn hex(b: &[u8]) -> String {

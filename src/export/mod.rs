@@ -76,12 +76,10 @@ impl fmt::Display for ExportFormat {
 }
 
 impl FromStr for ExportFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ExportError;
+    fn from_str(s: &str) -> Result<Self, ExportError> {
         let s = s.trim().to_ascii_lowercase();
-        ExportFormat::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
-            format!("'{s}' is not an export format (expected opencsd, jsonl, csv or perfetto)")
-        })
+        ExportFormat::ALL.into_iter().find(|f| f.name() == s).ok_or(ExportError::UnknownFormat { name: s })
     }
 }
 
@@ -107,36 +105,24 @@ pub struct ExportSummary {
 
 /// Why an export failed. Nothing is left at the destination but what was
 /// there before.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ExportError {
     /// Creating, writing or renaming the file failed; `path` is the
     /// destination.
-    Io { path: PathBuf, error: io::Error },
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, #[source] error: io::Error },
     /// The cancel flag was set.
+    #[error("export cancelled")]
     Cancelled,
     /// The index could not be used.
-    Index(IndexError),
+    #[error("{0}")]
+    Index(#[from] IndexError),
     /// `from` is after `to`.
+    #[error("element range {from}..{to}: the start is after the end")]
     BadRange { from: u64, to: u64 },
-}
-
-impl fmt::Display for ExportError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ExportError::Io { path, error } => write!(f, "{}: {error}", path.display()),
-            ExportError::Cancelled => f.write_str("export cancelled"),
-            ExportError::Index(e) => write!(f, "{e}"),
-            ExportError::BadRange { from, to } => write!(f, "element range {from}..{to}: the start is after the end"),
-        }
-    }
-}
-
-impl std::error::Error for ExportError {}
-
-impl From<IndexError> for ExportError {
-    fn from(e: IndexError) -> Self {
-        ExportError::Index(e)
-    }
+    /// A format name that is none of [`ExportFormat::ALL`].
+    #[error("'{name}' is not an export format (expected opencsd, jsonl, csv or perfetto)")]
+    UnknownFormat { name: String },
 }
 
 /// How many elements pass between looks at the cancel flag (and progress

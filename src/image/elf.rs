@@ -8,6 +8,7 @@ use object::read::elf::{ElfFile32, ElfFile64, FileHeader, ProgramHeader};
 use object::{Endianness, FileKind};
 
 use super::memory::MemoryImage;
+use super::ImageError;
 use crate::element::MemSpace;
 use crate::input::TraceFile;
 
@@ -21,13 +22,13 @@ pub struct Segment {
 }
 
 /// The PT_LOAD segments of an ELF file, with file contents.
-pub fn load_segments(bytes: &[u8]) -> Result<Vec<Segment>, String> {
+pub fn load_segments(bytes: &[u8]) -> Result<Vec<Segment>, ImageError> {
     fn collect<Elf: FileHeader<Endian = Endianness>>(
         header: &Elf,
         data: &[u8],
-    ) -> Result<Vec<Segment>, String> {
-        let endian = header.endian().map_err(|e| e.to_string())?;
-        let phdrs = header.program_headers(endian, data).map_err(|e| e.to_string())?;
+    ) -> Result<Vec<Segment>, ImageError> {
+        let endian = header.endian()?;
+        let phdrs = header.program_headers(endian, data)?;
         Ok(phdrs
             .iter()
             .filter(|p| p.p_type(endian) == object::elf::PT_LOAD && p.p_filesz(endian).into() > 0)
@@ -39,25 +40,19 @@ pub fn load_segments(bytes: &[u8]) -> Result<Vec<Segment>, String> {
             })
             .collect())
     }
-    match FileKind::parse(bytes).map_err(|e| e.to_string())? {
-        FileKind::Elf64 => {
-            let f = ElfFile64::<Endianness>::parse(bytes).map_err(|e| e.to_string())?;
-            collect(f.elf_header(), bytes)
-        }
-        FileKind::Elf32 => {
-            let f = ElfFile32::<Endianness>::parse(bytes).map_err(|e| e.to_string())?;
-            collect(f.elf_header(), bytes)
-        }
-        other => Err(format!("not an ELF file ({other:?})")),
+    match FileKind::parse(bytes)? {
+        FileKind::Elf64 => collect(ElfFile64::<Endianness>::parse(bytes)?.elf_header(), bytes),
+        FileKind::Elf32 => collect(ElfFile32::<Endianness>::parse(bytes)?.elf_header(), bytes),
+        kind => Err(ImageError::NotElf { kind }),
     }
 }
 
 /// Parse `PATH[@ADDRESS]`; the address is hexadecimal, with or without `0x`.
-pub fn parse_image_arg(arg: &str) -> Result<(std::path::PathBuf, Option<u64>), String> {
+pub fn parse_image_arg(arg: &str) -> Result<(std::path::PathBuf, Option<u64>), ImageError> {
     match arg.rsplit_once('@') {
         Some((path, addr)) if !path.is_empty() => {
             let a = addr.trim_start_matches("0x").trim_start_matches("0X");
-            let v = u64::from_str_radix(a, 16).map_err(|_| format!("'{addr}' is not a hexadecimal load address"))?;
+            let v = u64::from_str_radix(a, 16).map_err(|_| ImageError::BadLoadAddress { address: addr.to_string() })?;
             Ok((path.into(), Some(v)))
         }
         _ => Ok((arg.into(), None)),
@@ -69,11 +64,11 @@ impl MemoryImage {
     /// lowest segment is placed at that address and the others keep their
     /// offsets from it (a PIE or shared object where it was loaded). Returns
     /// the number of segments mapped.
-    pub fn add_elf(&mut self, path: &Path, load: Option<u64>) -> Result<usize, String> {
-        let file = TraceFile::open_for(path, "--image").map_err(|e| e.to_string())?;
-        let segs = load_segments(file.bytes()).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn add_elf(&mut self, path: &Path, load: Option<u64>) -> Result<usize, ImageError> {
+        let file = TraceFile::open_for(path, "--image")?;
+        let segs = load_segments(file.bytes()).map_err(|e| e.in_file(path))?;
         if segs.is_empty() {
-            return Err(format!("{}: no loadable segment with contents", path.display()));
+            return Err(ImageError::NoSegments { path: path.to_path_buf() });
         }
         let low = segs.iter().map(|s| s.vaddr).min().unwrap_or(0);
         let bias = load.map_or(0, |l| l.wrapping_sub(low));
@@ -168,7 +163,7 @@ mod tests {
         let q = dir.join("other.elf");
         std::fs::write(&q, tiny_elf(0x40, &[0u8; 8])).unwrap();
         let err = m.add_elf(&q, None).unwrap_err();
-        assert!(err.contains("overlaps"), "{err}");
+        assert!(err.to_string().contains("overlaps"), "{err}");
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -8,6 +8,7 @@ use std::cell::Cell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::ImageError;
 use crate::element::MemSpace;
 use crate::input::{Device, TraceFile};
 
@@ -111,11 +112,11 @@ impl MemoryImage {
         len: Option<u64>,
         offset: u64,
         space: MemSpace,
-    ) -> Result<Option<String>, String> {
-        let file = TraceFile::open_for(path, "a memory image").map_err(|e| e.to_string())?;
+    ) -> Result<Option<String>, ImageError> {
+        let file = TraceFile::open_for(path, "a memory image")?;
         let flen = file.len() as u64;
         if offset >= flen {
-            return Err(format!("{}: offset 0x{offset:x} is past the end of the file ({flen} bytes)", path.display()));
+            return Err(ImageError::OffsetPastEnd { path: path.to_path_buf(), offset, file_len: flen });
         }
         let mut note = None;
         if let Some(l) = len.filter(|&l| l > flen - offset) {
@@ -128,13 +129,10 @@ impl MemoryImage {
         }
         let len = len.unwrap_or(flen - offset).min(flen - offset);
         if len == 0 {
-            return Err(format!("{}: empty memory range", path.display()));
+            return Err(ImageError::EmptyRange { path: path.to_path_buf() });
         }
         let Some(last) = start.checked_add(len - 1) else {
-            return Err(format!(
-                "{}: {len} bytes at 0x{start:x} reach past the top of the address space (0xffffffffffffffff)",
-                path.display()
-            ));
+            return Err(ImageError::PastTop { path: path.to_path_buf(), start, len });
         };
         // Several cores of one snapshot often name the same dump: map it once.
         if self.regions.iter().any(|r| {
@@ -154,13 +152,14 @@ impl MemoryImage {
             if r.start <= start && last <= r.start + (r.len - 1) && new.is_some() && new == old {
                 return Ok(note);
             }
-            return Err(format!(
-                "{}: range 0x{start:x}-0x{last:x} overlaps {} mapped at 0x{:x}-0x{:x}",
-                path.display(),
-                r.path.display(),
-                r.start,
-                r.start + (r.len - 1)
-            ));
+            return Err(ImageError::Overlap {
+                path: path.to_path_buf(),
+                start,
+                last,
+                other: r.path.clone(),
+                other_start: r.start,
+                other_last: r.start + (r.len - 1),
+            });
         }
         self.regions.push(Region {
             start,
@@ -243,7 +242,7 @@ impl MemoryImage {
             match self.add_file(&path, d.address, d.length, d.offset.unwrap_or(0), space) {
                 Ok(None) => {}
                 Ok(Some(note)) => errors.push(note),
-                Err(e) => errors.push(e),
+                Err(e) => errors.push(e.to_string()),
             }
         }
         errors

@@ -32,7 +32,7 @@ use std::path::Path;
 
 use memmap2::Mmap;
 
-use super::{Maxima, SegmentStats, TraceIdentity};
+use super::{IndexError, Maxima, SegmentStats, TraceIdentity};
 use crate::session::Counts;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TSIGHTIX");
@@ -347,9 +347,9 @@ fn encode(data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> (Vec<u8>
 }
 
 /// Write `data` to `path` (under a temporary name, then renamed).
-pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> Result<(), String> {
+pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> Result<(), IndexError> {
     if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+        fs::create_dir_all(dir)?;
     }
     let (head, body) = encode(data, ident, fingerprint);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -365,7 +365,7 @@ pub fn write(path: &Path, data: &IndexData, ident: &TraceIdentity, fingerprint: 
     if res.is_err() {
         let _ = fs::remove_file(&tmp);
     }
-    res.map_err(|e| e.to_string())
+    Ok(res?)
 }
 
 /// An index file, memory-mapped and validated.
@@ -385,52 +385,52 @@ fn word(bytes: &[u8], i: usize) -> u64 {
 
 impl IndexFile {
     /// Open and validate; the error says why the file cannot be used.
-    pub fn open(path: &Path, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, String> {
-        let f = fs::File::open(path).map_err(|e| e.to_string())?;
+    pub fn open(path: &Path, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, IndexError> {
+        let f = fs::File::open(path)?;
         // SAFETY: the file is only read; a concurrent writer replaces it by
         // rename and never modifies it in place.
-        let map = unsafe { Mmap::map(&f) }.map_err(|e| e.to_string())?;
+        let map = unsafe { Mmap::map(&f) }?;
         IndexFile::from_map(map, ident, fingerprint)
     }
 
     /// The index of `data` without a file: the bytes it would have written,
     /// in anonymous memory (when no directory can take the file).
-    pub fn in_memory(data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, String> {
+    pub fn in_memory(data: &IndexData, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, IndexError> {
         let (head, body) = encode(data, ident, fingerprint);
-        let states = usize::try_from(data.states.total_len()).map_err(|_| "index states too large".to_string())?;
+        let states = usize::try_from(data.states.total_len()).map_err(|_| IndexError::StatesTooLarge)?;
         let len = head.len() + body.len() + states;
-        let mut map = memmap2::MmapMut::map_anon(len).map_err(|e| e.to_string())?;
+        let mut map = memmap2::MmapMut::map_anon(len)?;
         map[..head.len()].copy_from_slice(&head);
         map[head.len()..head.len() + body.len()].copy_from_slice(&body);
         let mut rest: &mut [u8] = &mut map[head.len() + body.len()..];
-        data.states.write_to(&mut rest).map_err(|e| format!("index states: {e}"))?;
-        let map = map.make_read_only().map_err(|e| e.to_string())?;
+        data.states.write_to(&mut rest).map_err(IndexError::StatesCopy)?;
+        let map = map.make_read_only()?;
         IndexFile::from_map(map, ident, fingerprint)
     }
 
     /// Validate a mapped index, whatever holds it.
-    fn from_map(map: Mmap, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, String> {
+    fn from_map(map: Mmap, ident: &TraceIdentity, fingerprint: u64) -> Result<IndexFile, IndexError> {
         if map.len() < HEADER_WORDS * 8 {
-            return Err(format!("{} bytes is too short for an index header", map.len()));
+            return Err(IndexError::TooShort { len: map.len() });
         }
         let h = |i: usize| word(&map, i);
         if h(0) != MAGIC {
-            return Err("not a tracesight index (bad magic)".into());
+            return Err(IndexError::BadMagic);
         }
         if h(1) != VERSION {
-            return Err(format!("index version {} (this tracesight writes {VERSION})", h(1)));
+            return Err(IndexError::Version { found: h(1) });
         }
         if h(2) != fingerprint {
-            return Err("built with other decode options or program images".into());
+            return Err(IndexError::OtherOptions);
         }
         if (h(3), h(4), h(5)) != (ident.size, ident.mtime_ns, ident.ends_hash) {
-            return Err("the trace file changed since the index was built".into());
+            return Err(IndexError::FileChanged);
         }
         // Every count and length is checked against the file's size, in
         // 64-bit arithmetic, before anything is sliced with it.
         let (count, ids, stop_len, states_len) = (h(6), h(7), h(11), h(12));
         if count == 0 || ids > MAX_IDS || stop_len > MAX_STOP {
-            return Err(format!("header counts out of range ({count} checkpoints, {ids} trace IDs, {stop_len}-byte stop text)"));
+            return Err(IndexError::HeaderCounts { checkpoints: count, ids, stop_len });
         }
         let file_len = map.len() as u64;
         let states_at = count
@@ -439,19 +439,16 @@ impl IndexFile {
             .and_then(|a| a.checked_add(stop_len.div_ceil(8) * 8))
             .and_then(|a| a.checked_add(HEADER_WORDS as u64 * 8))
             .filter(|&a| a <= file_len)
-            .ok_or_else(|| format!("{file_len} bytes cannot hold {count} checkpoints (truncated or corrupt)"))?;
+            .ok_or(IndexError::CannotHold { file_len, checkpoints: count })?;
         if states_at.checked_add(states_len) != Some(file_len) {
-            return Err(format!(
-                "{file_len} bytes, expected {} (truncated or extended)",
-                states_at.saturating_add(states_len)
-            ));
+            return Err(IndexError::Length { file_len, expected: states_at.saturating_add(states_len) });
         }
         let states_at = states_at as usize;
         let mut hash = Fnv::new();
         hash.write(&map[..(HEADER_WORDS - 1) * 8]);
         hash.write(&map[HEADER_WORDS * 8..states_at]);
         if hash.finish() != h(HEADER_WORDS - 1) {
-            return Err("header or records do not match their checksum (corrupt)".into());
+            return Err(IndexError::Checksum);
         }
         let file = IndexFile {
             totals: Counts { packets: h(8), elements: h(9), instructions: h(10) },
@@ -468,12 +465,12 @@ impl IndexFile {
 
     /// The records must agree with each other and with the header, whatever
     /// the checksum says (it can be recomputed by whoever edits the file).
-    fn check_records(&self, ident: &TraceIdentity, states_len: u64) -> Result<(), String> {
+    fn check_records(&self, ident: &TraceIdentity, states_len: u64) -> Result<(), IndexError> {
         let cps: Vec<Checkpoint> = (0..self.count).map(|i| self.checkpoint(i)).collect();
         // A capture cut into fragments (perf.data AUX data) starts at its
         // first fragment, not at byte 0; what it counts still starts at 0.
         if cps[0].elements_before != 0 || cps[0].instructions_before != 0 || cps[0].packets_before != 0 {
-            return Err("checkpoint 0 does not start the counts at zero".into());
+            return Err(IndexError::FirstCheckpoint);
         }
         for (i, c) in cps.iter().enumerate() {
             let p = i.checked_sub(1).map(|k| cps[k]);
@@ -485,11 +482,11 @@ impl IndexFile {
             }) || c.state_offset.checked_add(c.state_len).map_or(true, |e| e > states_len)
                 || c.offset > ident.size
             {
-                return Err(format!("checkpoint {i} is inconsistent"));
+                return Err(IndexError::Inconsistent { checkpoint: i });
             }
         }
         if trace_hash(&cps) != self.trace_hash {
-            return Err("segment hashes do not match the trace hash (corrupt)".into());
+            return Err(IndexError::TraceHash);
         }
         let t = self.totals;
         let last = cps[cps.len() - 1];
@@ -499,33 +496,28 @@ impl IndexFile {
             || t.packets < last.packets_before
             || by_id != t.elements
         {
-            return Err(format!(
-                "totals ({} elements, {} by trace ID) disagree with the checkpoints (corrupt)",
-                t.elements, by_id
-            ));
+            return Err(IndexError::Totals { elements: t.elements, by_id });
         }
         if std::str::from_utf8(self.stop_bytes()).is_err() {
-            return Err("stop text is not UTF-8 (corrupt)".into());
+            return Err(IndexError::StopText);
         }
         Ok(())
     }
 
     /// Check the trace bytes of checkpoint `i`'s segment against its hash.
-    pub fn check_segment(&self, i: usize, data: &[u8]) -> Result<(), String> {
+    pub fn check_segment(&self, i: usize, data: &[u8]) -> Result<(), IndexError> {
         let c = self.checkpoint(i);
         let end = if i + 1 < self.count { self.checkpoint(i + 1).offset } else { data.len() as u64 };
         let (a, b) = (c.offset as usize, (end as usize).min(data.len()));
         if a > b || segment_hash(&data[a..b]) != c.segment_hash {
-            return Err(format!(
-                "trace bytes {a}..{end} (segment of checkpoint {i}) changed since the index was built"
-            ));
+            return Err(IndexError::SegmentChanged { start: a, end, checkpoint: i });
         }
         Ok(())
     }
 
     /// Check the whole trace against the index (every segment, on all
     /// cores); the error names the first changed segment.
-    pub fn check_trace(&self, data: &[u8]) -> Result<(), String> {
+    pub fn check_trace(&self, data: &[u8]) -> Result<(), IndexError> {
         use rayon::prelude::*;
         let bad = (0..self.count).into_par_iter().find_first(|&i| self.check_segment(i, data).is_err());
         match bad {
@@ -577,14 +569,14 @@ impl IndexFile {
     }
 
     /// The saved state of checkpoint `i`, checked against its hash.
-    pub fn state(&self, i: usize) -> Result<&[u8], String> {
+    pub fn state(&self, i: usize) -> Result<&[u8], IndexError> {
         let c = self.checkpoint(i);
         let at = self.states_at + c.state_offset as usize;
         let st = &self.map[at..at + c.state_len as usize];
         let mut h = Fnv::new();
         h.write(st);
         if h.finish() != c.state_hash {
-            return Err("state does not match its checksum".into());
+            return Err(IndexError::StateChecksum);
         }
         Ok(st)
     }

@@ -61,37 +61,77 @@ impl Default for IndexOptions {
     }
 }
 
-/// Why an index could not be built or used.
-#[derive(Debug)]
+/// Why an index could not be built, read or used. The index file's own
+/// checks (`format`) say what was expected and what was found; the callers
+/// add the file's path.
+#[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     /// Writing the index file failed (both beside the trace and in the cache).
-    Write { path: PathBuf, error: String },
+    #[error("{}: cannot write the index: {error}", path.display())]
+    Write { path: PathBuf, #[source] error: Box<IndexError> },
     /// A checkpoint's saved state could not be restored.
-    BadState { checkpoint: usize, error: String },
+    #[error("index checkpoint {checkpoint}: saved decode state is unusable: {error}")]
+    BadState { checkpoint: usize, #[source] error: Box<IndexError> },
     /// The trace bytes a seek decodes are not those the index was built
     /// from (changed in place, size and modification time kept): rebuild.
-    TraceChanged(String),
+    #[error("the index no longer matches the trace: {0}")]
+    TraceChanged(#[source] Box<IndexError>),
     /// The decode ended before the elements the index promised (its totals
     /// are wrong): rebuild.
+    #[error("the index promised {expected} elements here but the decode gave {got}: the index is wrong")]
     Short { expected: u64, got: u64 },
+    /// Creating, mapping or writing the file failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Neither place for the index could be written.
+    #[error("no place to write it")]
+    NoPlace,
+    /// The saved states do not fit in memory.
+    #[error("index states too large")]
+    StatesTooLarge,
+    /// Copying the saved states into an in-memory index failed.
+    #[error("index states: {0}")]
+    StatesCopy(#[source] std::io::Error),
+    #[error("{len} bytes is too short for an index header")]
+    TooShort { len: usize },
+    #[error("not a tracesight index (bad magic)")]
+    BadMagic,
+    #[error("index version {found} (this tracesight writes {})", format::VERSION)]
+    Version { found: u64 },
+    /// The fingerprint of options and images differs.
+    #[error("built with other decode options or program images")]
+    OtherOptions,
+    /// Size, modification time or end bytes of the trace differ.
+    #[error("the trace file changed since the index was built")]
+    FileChanged,
+    #[error("header counts out of range ({checkpoints} checkpoints, {ids} trace IDs, {stop_len}-byte stop text)")]
+    HeaderCounts { checkpoints: u64, ids: u64, stop_len: u64 },
+    #[error("{file_len} bytes cannot hold {checkpoints} checkpoints (truncated or corrupt)")]
+    CannotHold { file_len: u64, checkpoints: u64 },
+    #[error("{file_len} bytes, expected {expected} (truncated or extended)")]
+    Length { file_len: u64, expected: u64 },
+    #[error("header or records do not match their checksum (corrupt)")]
+    Checksum,
+    #[error("checkpoint 0 does not start the counts at zero")]
+    FirstCheckpoint,
+    #[error("checkpoint {checkpoint} is inconsistent")]
+    Inconsistent { checkpoint: usize },
+    #[error("segment hashes do not match the trace hash (corrupt)")]
+    TraceHash,
+    #[error("totals ({elements} elements, {by_id} by trace ID) disagree with the checkpoints (corrupt)")]
+    Totals { elements: u64, by_id: u64 },
+    #[error("stop text is not UTF-8 (corrupt)")]
+    StopText,
+    /// The bytes `start..end` of the trace hash differently than when the
+    /// index was built.
+    #[error("trace bytes {start}..{end} (segment of checkpoint {checkpoint}) changed since the index was built")]
+    SegmentChanged { start: usize, end: u64, checkpoint: usize },
+    #[error("state does not match its checksum")]
+    StateChecksum,
+    /// A saved state did not restore.
+    #[error("{0}")]
+    Session(#[from] crate::session::SessionError),
 }
-
-impl std::fmt::Display for IndexError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IndexError::Write { path, error } => write!(f, "{}: cannot write the index: {error}", path.display()),
-            IndexError::BadState { checkpoint, error } => {
-                write!(f, "index checkpoint {checkpoint}: saved decode state is unusable: {error}")
-            }
-            IndexError::TraceChanged(why) => write!(f, "the index no longer matches the trace: {why}"),
-            IndexError::Short { expected, got } => {
-                write!(f, "the index promised {expected} elements here but the decode gave {got}: the index is wrong")
-            }
-        }
-    }
-}
-
-impl std::error::Error for IndexError {}
 
 impl IndexError {
     /// True when the index no longer describes the trace (changed bytes,
@@ -326,13 +366,14 @@ pub fn open_or_build_fragments(
             Err(e) => last_err = Some((p.clone(), e)),
         }
     }
-    let (path, error) = last_err.unwrap_or_else(|| (PathBuf::from("."), "no place to write it".into()));
+    let (path, error) = last_err.unwrap_or_else(|| (PathBuf::from("."), IndexError::NoPlace));
     if iopts.keep_unsaved {
-        let file = format::IndexFile::in_memory(&built, &ident, fp).map_err(|e| IndexError::Write { path: path.clone(), error: e })?;
+        let file = format::IndexFile::in_memory(&built, &ident, fp)
+            .map_err(|e| IndexError::Write { path: path.clone(), error: Box::new(e) })?;
         let unsaved = Some(format!("{}: {error}", path.display()));
         return Ok(Index { file, path, built: true, rejected, unsaved });
     }
-    Err(IndexError::Write { path, error })
+    Err(IndexError::Write { path, error: Box::new(error) })
 }
 
 /// Bytes a seek reads before it gives their pages back.
@@ -585,7 +626,8 @@ impl<'p> Seeker<'p> {
         F: FnMut(u64, &Event<'_>) -> bool,
     {
         let cp = self.index.checkpoint(k);
-        let state = self.index.state(k).map_err(|error| IndexError::BadState { checkpoint: k, error })?;
+        let bad = |e: IndexError| IndexError::BadState { checkpoint: k, error: Box::new(e) };
+        let state = self.index.state(k).map_err(bad)?;
         // The fragment the checkpoint lies in (the last starting at or before it).
         let f = self.fragments.partition_point(|f| f.start <= cp.offset).saturating_sub(1);
         let Some(frag) = self.fragments.get(f) else { return Ok(()) };
@@ -593,7 +635,7 @@ impl<'p> Seeker<'p> {
             Runner::for_fragment(self.plan, &self.opts, frag)
         } else {
             Runner::resume_fragment(self.plan, &self.opts, frag, state)
-                .map_err(|error| IndexError::BadState { checkpoint: k, error })?
+                .map_err(|e| bad(e.into()))?
         };
         // Each segment's bytes are checked against the index before the
         // first of them is decoded (only what this seek reads).
@@ -605,7 +647,7 @@ impl<'p> Seeker<'p> {
         let mut released_to = cp.offset as usize;
         let mut check = |start: usize, end: usize| -> Result<(), IndexError> {
             while checked_to < end && next < index.len() {
-                index.check_segment(next, data).map_err(IndexError::TraceChanged)?;
+                index.check_segment(next, data).map_err(|e| IndexError::TraceChanged(Box::new(e)))?;
                 next += 1;
                 checked_to = if next < index.len() { index.checkpoint(next).offset as usize } else { data.len() };
             }

@@ -51,10 +51,10 @@ pub struct Binary {
 
 impl Binary {
     /// Read segments and build ID from an ELF file's bytes.
-    pub fn from_elf(path: &str, bytes: &[u8]) -> Result<Binary, String> {
+    pub fn from_elf(path: &str, bytes: &[u8]) -> Result<Binary, crate::image::ImageError> {
         use object::Object;
         let segments = crate::image::elf::load_segments(bytes)?;
-        let file = object::File::parse(bytes).map_err(|e| e.to_string())?;
+        let file = object::File::parse(bytes)?;
         let build_id = file.build_id().ok().flatten().map(|b| b.to_vec());
         Ok(Binary { path: path.to_string(), build_id, segments })
     }

@@ -12,7 +12,7 @@ use super::callstack::Origin;
 use super::folded::Weight;
 use super::merge::MergeFormat;
 use super::stats::{Column, Group};
-use super::{callgraph, folded, stats, CodeMap, Collector, FunctionMap, NoCode};
+use super::{callgraph, folded, stats, CodeMap, Collector, FunctionMap, NoCode, ProfileError};
 use crate::capture::{Capture, CaptureOptions};
 use rayon::prelude::*;
 
@@ -113,28 +113,28 @@ pub struct MergeArgs {
     pub format: Option<MergeFormat>,
 }
 
-pub fn run(args: ProfileArgs) -> Result<ExitCode, String> {
+pub fn run(args: ProfileArgs) -> Result<ExitCode, ProfileError> {
     if let Some(ProfileCommand::Merge(m)) = args.command {
-        let merged = super::merge::merge_files(&m.inputs, m.format).map_err(|e| e.to_string())?;
+        let merged = super::merge::merge_files(&m.inputs, m.format)?;
         if merged.saturated {
             eprintln!("tracesight: warning: a count reached 2^64-1 and stays there (saturated)");
         }
         write_output(Some(&m.output), &merged.text)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let capture = args.capture.clone().ok_or("give a capture, or 'merge'")?;
+    let capture = args.capture.clone().ok_or(ProfileError::NoCapture)?;
     let text = profile_capture(&capture, &args)?;
     write_output(args.output.as_deref(), &text)?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn write_output(path: Option<&Path>, text: &str) -> Result<(), String> {
+fn write_output(path: Option<&Path>, text: &str) -> Result<(), ProfileError> {
     match path {
-        Some(p) => std::fs::write(p, text).map_err(|e| format!("{}: {e}", p.display())),
+        Some(p) => std::fs::write(p, text).map_err(|error| ProfileError::Io { path: p.to_path_buf(), error }),
         None => {
             let mut o = std::io::stdout().lock();
             match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("writing output: {e}")),
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(ProfileError::Stdout(e)),
                 _ => Ok(()),
             }
         }
@@ -402,19 +402,19 @@ pub fn collect_parallel(
 }
 
 /// Decode the capture (or its --from/--to part) and write the profile.
-pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, String> {
+pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, ProfileError> {
     let how = Parallel { threads: args.threads, ..Parallel::default() };
     profile_capture_with(path, args, &index::IndexOptions::default(), how)
 }
 
 /// [`profile_capture`] with the index built as `iopts` says (when the
 /// capture has none yet) and the pass split as `how` says.
-pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::IndexOptions, how: Parallel) -> Result<String, String> {
+pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::IndexOptions, how: Parallel) -> Result<String, ProfileError> {
     let mut images = args.images.clone();
     let perf = crate::capture::perf::is_perf_data(path);
     for d in &args.symdirs {
         if !d.is_dir() {
-            return Err(format!("--symdir {}: not a directory", d.display()));
+            return Err(ProfileError::NotADirectory { path: d.clone() });
         }
         // A perf.data capture finds its binaries there by name and build
         // ID; a snapshot takes every ELF file in it as an image.
@@ -437,7 +437,7 @@ pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::Inde
     }
     let keep: Box<dyn Fn(&str) -> bool> = match &args.binary {
         Some(re) => {
-            let re = regex::Regex::new(re).map_err(|e| format!("--binary {re}: {e}"))?;
+            let re = regex::Regex::new(re).map_err(|source| ProfileError::BadPattern { pattern: re.clone(), source })?;
             Box::new(move |p: &str| re.is_match(p))
         }
         None => Box::new(|_: &str| true),
@@ -460,15 +460,15 @@ pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::Inde
     }
     let seeker = cap.seeker(&idx.file);
     let total = idx.file.totals().elements;
-    let find = |flag: &str, pos: &str| -> Result<Option<u64>, String> {
-        let (target, fuzzy) = cap.parse_position(pos).map_err(|e| format!("--{flag} {e}"))?;
+    let find = |flag: &'static str, pos: &str| -> Result<Option<u64>, ProfileError> {
+        let (target, fuzzy) = cap.parse_position(pos).map_err(|source| ProfileError::Position { flag, source })?;
         if let Some(name) = fuzzy {
             eprintln!("tracesight: --{flag} {pos}: no function has that name; using the best match, {name}");
         }
-        seeker.find(&target).map_err(|e| e.to_string())
+        Ok(seeker.find(&target)?)
     };
     let from = match &args.from {
-        Some(p) => find("from", p)?.ok_or_else(|| format!("--from {p}: no element there (the trace has {total} elements)"))?,
+        Some(p) => find("from", p)?.ok_or_else(|| ProfileError::NoElementAt { position: p.clone(), total })?,
         None => 0,
     };
     let to = match &args.to {
@@ -476,7 +476,7 @@ pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::Inde
         None => total,
     };
     if to < from {
-        return Err(format!("--to: element {to} comes before the --from element {from}"));
+        return Err(ProfileError::Backwards { from, to });
     }
     let bar = (std::io::stderr().is_terminal() && to - from >= 1 << 20).then(|| {
         let b = indicatif::ProgressBar::new(to - from);
@@ -490,8 +490,7 @@ pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::Inde
         if let Some(b) = &bar {
             b.set_position(done);
         }
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
@@ -504,11 +503,7 @@ pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::Inde
         Format::Autofdo | Format::Bolt => {
             let map = binaries(&cap);
             if map.binaries.is_empty() {
-                return Err(format!(
-                    "{}: --format {:?} needs the traced binaries (--image or --symdir)",
-                    path.display(),
-                    args.format
-                ));
+                return Err(ProfileError::NeedsBinaries { path: path.to_path_buf(), format: args.format });
             }
             let counts = col.branches.as_ref().expect("branches");
             if args.format == Format::Autofdo {

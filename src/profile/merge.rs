@@ -42,7 +42,7 @@ pub struct Merged {
 /// that; otherwise all must look alike.
 pub fn merge_texts(inputs: &[(PathBuf, String)], format: Option<MergeFormat>) -> Result<Merged, ProfileError> {
     let Some((first_path, first_text)) = inputs.first() else {
-        return Err(ProfileError::Format("no profiles to merge".into()));
+        return Err(ProfileError::NoProfiles);
     };
     let format = match format {
         Some(f) => f,
@@ -51,11 +51,12 @@ pub fn merge_texts(inputs: &[(PathBuf, String)], format: Option<MergeFormat>) ->
             for (p, t) in &inputs[1..] {
                 let g = detect(t);
                 if g != f {
-                    return Err(ProfileError::Format(format!(
-                        "{} looks like {g:?} but {} like {f:?}: give --format, or merge profiles of one format",
-                        p.display(),
-                        first_path.display()
-                    )));
+                    return Err(ProfileError::MixedFormats {
+                        path: p.clone(),
+                        found: g,
+                        first: first_path.clone(),
+                        expected: f,
+                    });
                 }
             }
             f

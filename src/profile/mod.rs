@@ -26,7 +26,6 @@ pub mod folded;
 pub mod merge;
 pub mod stats;
 
-use std::fmt;
 use std::path::PathBuf;
 
 use crate::element::Element;
@@ -130,29 +129,55 @@ pub fn function_name(code: &dyn CodeMap, key: u64) -> String {
 }
 
 /// Why profiling failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
     /// Reading or writing a file failed.
-    Io { path: PathBuf, error: std::io::Error },
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, #[source] error: std::io::Error },
     /// A profile file could not be read: where and what was expected.
+    #[error("{}:{line}: {message}", path.display())]
     Parse { path: PathBuf, line: usize, message: String },
-    /// Profiles of different formats (or none) were given to merge.
-    Format(String),
-    /// The capture could not be decoded.
-    Capture(String),
+    /// Nothing was given to merge.
+    #[error("no profiles to merge")]
+    NoProfiles,
+    /// Profiles of different formats were given to merge.
+    #[error(
+        "{} looks like {found:?} but {} like {expected:?}: give --format, or merge profiles of one format",
+        path.display(),
+        first.display()
+    )]
+    MixedFormats { path: PathBuf, found: merge::MergeFormat, first: PathBuf, expected: merge::MergeFormat },
+    /// `profile` without a capture (and not `merge`).
+    #[error("give a capture, or 'merge'")]
+    NoCapture,
+    /// Writing the profile to standard output failed.
+    #[error("writing output: {0}")]
+    Stdout(#[source] std::io::Error),
+    #[error("--symdir {}: not a directory", path.display())]
+    NotADirectory { path: PathBuf },
+    #[error("--binary {pattern}: {source}")]
+    BadPattern { pattern: String, source: regex::Error },
+    /// The capture could not be opened or indexed, or a position in it
+    /// not read.
+    #[error("{0}")]
+    Capture(#[from] crate::capture::CaptureError),
+    /// A `--from`/`--to` position that does not parse (`flag` is `from` or `to`).
+    #[error("--{flag} {source}")]
+    Position { flag: &'static str, source: crate::capture::CaptureError },
+    #[error("--from {position}: no element there (the trace has {total} elements)")]
+    NoElementAt { position: String, total: u64 },
+    #[error("--to: element {to} comes before the --from element {from}")]
+    Backwards { from: u64, to: u64 },
+    /// The decode through the index failed.
+    #[error("{0}")]
+    Index(#[from] crate::index::IndexError),
+    /// A binary's segments could not be read.
+    #[error("{0}")]
+    Image(#[from] crate::image::ImageError),
+    /// AutoFDO and BOLT profiles name binaries; none were given or found.
+    #[error("{}: --format {format:?} needs the traced binaries (--image or --symdir)", path.display())]
+    NeedsBinaries { path: PathBuf, format: cli::Format },
 }
-
-impl fmt::Display for ProfileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ProfileError::Io { path, error } => write!(f, "{}: {error}", path.display()),
-            ProfileError::Parse { path, line, message } => write!(f, "{}:{line}: {message}", path.display()),
-            ProfileError::Format(m) | ProfileError::Capture(m) => f.write_str(m),
-        }
-    }
-}
-
-impl std::error::Error for ProfileError {}
 
 /// Add without overflow; true when the sum saturated.
 #[inline]

@@ -10,16 +10,35 @@ pub mod etm3;
 pub mod etm4;
 pub mod ptm;
 
+
 /// Bounds a saved parser or decoder state must meet before it is used: index
 /// files are read from disk and may have been edited with their checksums
 /// recomputed, so every index, queue length and counter that the code relies
 /// on is checked on load. Each `(holds, what)` pair names the field; the
 /// error names the first that does not hold.
-pub(crate) fn check_state(proto: &str, checks: &[(bool, &str)]) -> Result<(), String> {
+pub(crate) fn check_state(proto: &'static str, checks: &[(bool, &'static str)]) -> Result<(), ProtocolError> {
     match checks.iter().find(|(ok, _)| !ok) {
         None => Ok(()),
-        Some((_, what)) => Err(format!("{proto} state: {what} is out of range")),
+        Some(&(_, field)) => Err(ProtocolError::StateOutOfRange { proto, field }),
     }
+}
+
+/// Why a saved parser or decoder state cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// The bytes do not deserialize as the state of `what` (`ETMv3
+    /// parser`, `run`).
+    #[error("{what} state: {source}")]
+    StateUnreadable { what: &'static str, source: bincode::Error },
+    /// A field of a deserialized state is outside what the code relies on
+    /// (see [`check_state`]).
+    #[error("{proto} state: {field} is out of range")]
+    StateOutOfRange { proto: &'static str, field: &'static str },
+}
+
+/// Deserialize a saved state of `what`, naming it in the error.
+pub(crate) fn read_state<'a, T: serde::Deserialize<'a>>(what: &'static str, bytes: &'a [u8]) -> Result<T, ProtocolError> {
+    bincode::deserialize(bytes).map_err(|source| ProtocolError::StateUnreadable { what, source })
 }
 
 /// The decoder message of recovery mode (`DecoderOptions::recover`), given

@@ -172,17 +172,11 @@ fn is_special_name(name: &str, machine: u16) -> bool {
 
 impl ElfSymbols {
     /// Read sections and symbols from an ELF file's bytes.
-    pub fn parse(data: &[u8]) -> Result<ElfSymbols, String> {
-        match FileKind::parse(data).map_err(|e| e.to_string())? {
-            FileKind::Elf64 => {
-                let f = ElfFile::<elf::FileHeader64<Endianness>>::parse(data).map_err(|e| e.to_string())?;
-                Ok(Self::collect(&f, true))
-            }
-            FileKind::Elf32 => {
-                let f = ElfFile::<elf::FileHeader32<Endianness>>::parse(data).map_err(|e| e.to_string())?;
-                Ok(Self::collect(&f, false))
-            }
-            other => Err(format!("not an ELF file ({other:?})")),
+    pub fn parse(data: &[u8]) -> Result<ElfSymbols, super::SymbolError> {
+        match FileKind::parse(data)? {
+            FileKind::Elf64 => Ok(Self::collect(&ElfFile::<elf::FileHeader64<Endianness>>::parse(data)?, true)),
+            FileKind::Elf32 => Ok(Self::collect(&ElfFile::<elf::FileHeader32<Endianness>>::parse(data)?, false)),
+            kind => Err(super::SymbolError::NotElf { kind }),
         }
     }
 

@@ -66,20 +66,45 @@ impl fmt::Display for Detail {
     }
 }
 
-/// An image that could not be used at all (unreadable, not ELF).
-#[derive(Debug)]
-pub struct ImageError {
-    pub path: PathBuf,
-    pub message: String,
+/// Why an image could not be used for symbols, or an argument of the
+/// symbol layer could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SymbolError {
+    /// The file could not be opened or mapped.
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: std::io::Error },
+    /// The `object` crate could not read the file.
+    #[error("{0}")]
+    Object(#[from] object::Error),
+    /// The bytes are some other kind of object file.
+    #[error("not an ELF file ({kind:?})")]
+    NotElf { kind: object::FileKind },
+    /// An error in `path` that does not name the file itself.
+    #[error("{}: {source}", path.display())]
+    InFile { path: PathBuf, source: Box<SymbolError> },
+    /// An `ELF[@ADDRESS]` argument that does not parse.
+    #[error("{arg}: {source}")]
+    ImageArg { arg: String, source: crate::image::ImageError },
+    /// An address argument that is not hexadecimal.
+    #[error("'{arg}' is not a hexadecimal address")]
+    BadAddress { arg: String },
+    /// A `--substitute-path` argument without `=`.
+    #[error("'{arg}' is not OLD=NEW")]
+    BadSubstitution { arg: String },
+    /// A source file was not found (every path tried is in the lookup).
+    #[error("{0}")]
+    SourceNotFound(source::SourceLookup),
+    /// A line past the end of a source file.
+    #[error("{}: no line {line} ({count} lines)", path.display())]
+    NoLine { path: PathBuf, line: u32, count: usize },
 }
 
-impl fmt::Display for ImageError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
+impl SymbolError {
+    /// This error as one of `path` (for errors that do not name it).
+    pub fn in_file(self, path: &Path) -> SymbolError {
+        SymbolError::InFile { path: path.to_path_buf(), source: Box::new(self) }
     }
 }
-
-impl std::error::Error for ImageError {}
 
 /// One ELF image and where it is loaded.
 pub struct Image {
@@ -107,11 +132,10 @@ impl fmt::Debug for Image {
 impl Image {
     /// Open the ELF file at `path`. With `load`, the lowest loadable segment
     /// is placed at that address (as `decode --image PATH@ADDRESS` does).
-    pub fn open(path: &Path, load: Option<u64>) -> Result<Image, ImageError> {
-        let err = |m: String| ImageError { path: path.to_path_buf(), message: m };
-        let bytes = dwarf::map_file(path).map_err(|e| err(e.to_string()))?;
-        let elf = ElfSymbols::parse(&bytes).map_err(err)?;
-        let file = object::File::parse(&*bytes).map_err(|e| err(e.to_string()))?;
+    pub fn open(path: &Path, load: Option<u64>) -> Result<Image, SymbolError> {
+        let bytes = dwarf::map_file(path).map_err(|source| SymbolError::Io { path: path.to_path_buf(), source })?;
+        let elf = ElfSymbols::parse(&bytes).map_err(|e| e.in_file(path))?;
+        let file = object::File::parse(&*bytes).map_err(|e| SymbolError::from(e).in_file(path))?;
         let segs = crate::image::elf::load_segments(&bytes).unwrap_or_default();
         let extent = elf.extent().unwrap_or((0, 0));
         let low = segs.iter().map(|s| s.vaddr).min().unwrap_or(extent.0);
@@ -402,7 +426,7 @@ impl Symbolizer {
     /// Open several images, each with an optional load address.
     pub fn from_images<P: AsRef<Path>>(
         images: impl IntoIterator<Item = (P, Option<u64>)>,
-    ) -> Result<Symbolizer, ImageError> {
+    ) -> Result<Symbolizer, SymbolError> {
         let mut s = Symbolizer::new();
         for (p, l) in images {
             s.add_image(p.as_ref(), l)?;
@@ -413,7 +437,7 @@ impl Symbolizer {
     /// Add an image; returns its index.
     /// The same file at the same load address again gives the index it
     /// already has.
-    pub fn add_image(&mut self, path: &Path, load: Option<u64>) -> Result<usize, ImageError> {
+    pub fn add_image(&mut self, path: &Path, load: Option<u64>) -> Result<usize, SymbolError> {
         let key = (std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()), load);
         if let Some(i) = self.keys.iter().position(|k| *k == key) {
             return Ok(i);
@@ -424,7 +448,7 @@ impl Symbolizer {
     }
 
     /// Open images given as `PATH[@LOAD_ADDRESS]` (the `--image` arguments).
-    pub fn from_image_args<S: AsRef<str>>(args: &[S]) -> Result<Symbolizer, ImageError> {
+    pub fn from_image_args<S: AsRef<str>>(args: &[S]) -> Result<Symbolizer, SymbolError> {
         let mut s = Symbolizer::new();
         for a in args {
             s.add_image_arg(a.as_ref())?;
@@ -433,9 +457,9 @@ impl Symbolizer {
     }
 
     /// Add an image given as `PATH[@LOAD_ADDRESS]` (hexadecimal).
-    pub fn add_image_arg(&mut self, arg: &str) -> Result<usize, ImageError> {
-        let (p, l) =
-            crate::image::elf::parse_image_arg(arg).map_err(|m| ImageError { path: PathBuf::from(arg), message: m })?;
+    pub fn add_image_arg(&mut self, arg: &str) -> Result<usize, SymbolError> {
+        let (p, l) = crate::image::elf::parse_image_arg(arg)
+            .map_err(|source| SymbolError::ImageArg { arg: arg.to_string(), source })?;
         self.add_image(&p, l)
     }
 
@@ -666,10 +690,10 @@ impl Symbolizer {
 
 /// Parse an address argument as addr2line does: hexadecimal, with or
 /// without `0x`.
-pub fn parse_address(arg: &str) -> Result<u64, String> {
+pub fn parse_address(arg: &str) -> Result<u64, SymbolError> {
     let t = arg.trim();
     let h = t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")).unwrap_or(t);
-    u64::from_str_radix(h, 16).map_err(|_| format!("'{arg}' is not a hexadecimal address"))
+    u64::from_str_radix(h, 16).map_err(|_| SymbolError::BadAddress { arg: arg.to_string() })
 }
 
 /// The name for a DWARF frame: the demangled linkage name; for the outermost

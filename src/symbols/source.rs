@@ -103,7 +103,7 @@ impl SourceResolver {
     pub fn from_args<R: AsRef<Path>, S: AsRef<str>>(
         roots: &[R],
         substitutions: &[S],
-    ) -> Result<SourceResolver, String> {
+    ) -> Result<SourceResolver, super::SymbolError> {
         let mut r = SourceResolver::new();
         for d in roots {
             r.add_root(d.as_ref());
@@ -129,13 +129,13 @@ impl SourceResolver {
     }
 
     /// Add a rule given as `OLD=NEW`.
-    pub fn add_substitution_arg(&mut self, arg: &str) -> Result<(), String> {
+    pub fn add_substitution_arg(&mut self, arg: &str) -> Result<(), super::SymbolError> {
         match arg.split_once('=') {
             Some((old, new)) if !old.is_empty() => {
                 self.add_substitution(old, new);
                 Ok(())
             }
-            _ => Err(format!("'{arg}' is not OLD=NEW")),
+            _ => Err(super::SymbolError::BadSubstitution { arg: arg.to_string() }),
         }
     }
 
@@ -208,10 +208,12 @@ impl SourceResolver {
     }
 
     /// Line `line` of `file`, or why it cannot be shown.
-    pub fn line(&mut self, file: &str, line: u32) -> Result<String, String> {
-        let t = self.load(file).map_err(|e| e.to_string())?;
-        t.line(line)
-            .map(str::to_string)
-            .ok_or_else(|| format!("{}: no line {line} ({} lines)", t.path.display(), t.line_count()))
+    pub fn line(&mut self, file: &str, line: u32) -> Result<String, super::SymbolError> {
+        let t = self.load(file).map_err(super::SymbolError::SourceNotFound)?;
+        t.line(line).map(str::to_string).ok_or_else(|| super::SymbolError::NoLine {
+            path: t.path.clone(),
+            line,
+            count: t.line_count(),
+        })
     }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use super::encoder::{SpecConfig, SvcModel, SynthConfig};
 use super::qemu::{self, QemuRun};
-use super::{synthesize, Output};
+use super::{synthesize, Output, SynthError};
 
 /// Arguments of `tracesight synth`.
 #[derive(clap::Args, Debug, Clone)]
@@ -101,11 +101,11 @@ pub struct SynthArgs {
     pub program: Vec<String>,
 }
 
-fn parse_hex_u8(s: &str) -> Result<u8, String> {
+fn parse_hex_u8(s: &str) -> Result<u8, SynthError> {
     let t = s.trim_start_matches("0x").trim_start_matches("0X");
     match u8::from_str_radix(t, 16) {
         Ok(v) if (1..0x70).contains(&v) => Ok(v),
-        _ => Err(format!("'{s}' is not a trace ID (hex 01-6f)")),
+        _ => Err(SynthError::BadTraceId { text: s.to_string() }),
     }
 }
 
@@ -137,10 +137,10 @@ impl SynthArgs {
 }
 
 /// Run `tracesight synth`.
-pub fn run(args: SynthArgs) -> Result<ExitCode, String> {
+pub fn run(args: SynthArgs) -> Result<ExitCode, SynthError> {
     let program = PathBuf::from(&args.program[0]);
     if !program.is_file() {
-        return Err(format!("{}: no such program", program.display()));
+        return Err(SynthError::NoProgram { path: program });
     }
     let sysroot = args.sysroot.clone().or_else(|| {
         let d = PathBuf::from("/usr/aarch64-linux-gnu");
@@ -151,10 +151,7 @@ pub fn run(args: SynthArgs) -> Result<ExitCode, String> {
         Some(log) => qemu::parse_log_file(log)?,
         None => {
             if !qemu::qemu_available(&args.qemu) {
-                return Err(format!(
-                    "{} is not available; install qemu-user (Debian: apt-get install qemu-user)",
-                    args.qemu.display()
-                ));
+                return Err(SynthError::NoQemu { qemu: args.qemu.clone() });
             }
             let r = qemu::run(&QemuRun {
                 qemu: args.qemu.clone(),

@@ -715,17 +715,16 @@ pub fn encode(
     cfg: &SynthConfig,
     sink: &mut dyn StreamSink,
     chunk: usize,
-) -> Result<Vec<StreamResult>, String> {
+) -> Result<Vec<StreamResult>, super::SynthError> {
     let nthreads = exec.threads();
     if nthreads == 0 {
-        return Err("the execution is empty".into());
+        return Err(super::SynthError::EmptyExecution);
     }
     if cfg.first_trace_id == 0 || cfg.first_trace_id as usize + nthreads > 0x70 {
-        return Err(format!(
-            "trace IDs 0x{:x}..0x{:x} are not all valid (0x01-0x6f)",
-            cfg.first_trace_id,
-            cfg.first_trace_id as usize + nthreads - 1
-        ));
+        return Err(super::SynthError::BadTraceIds {
+            first: cfg.first_trace_id as usize,
+            last: cfg.first_trace_id as usize + nthreads - 1,
+        });
     }
     let summaries: Vec<Summary> = exec.tbs.iter().map(|tb| summarize(exec, tb)).collect();
     let wcfg = WriterConfig {
@@ -762,7 +761,7 @@ pub fn encode(
         })
         .collect();
     let mut sh = Shared { cfg, code, global_cycles: 0 };
-    let io = |e: std::io::Error| format!("writing trace: {e}");
+    let io = super::SynthError::WriteTrace;
     for run in 0..cfg.repeat.max(1) {
         for &ev in &exec.events {
             let t = (ev >> THREAD_SHIFT) as usize;

@@ -22,7 +22,7 @@
 //! let out = synth::synthesize(&run.exec, Path::new("prog"), None, &SynthConfig::default(),
 //!                             &synth::Output::new("snapshot"))?;
 //! println!("{} bytes of trace", out.trace_bytes);
-//! # Ok::<(), String>(())
+//! # Ok::<(), synth::SynthError>(())
 //! ```
 
 pub mod cli;
@@ -38,6 +38,81 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 pub use encoder::{Fate, P0Kind, SpecConfig, SpecFate, StreamResult, SvcModel, SynthConfig};
+
+/// Why a synthesis (running the program, locating its code, encoding or
+/// writing the trace) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SynthError {
+    /// Reading or writing `path` failed.
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, #[source] error: std::io::Error },
+    #[error("copying {} to {}: {error}", from.display(), to.display())]
+    Copy { from: PathBuf, to: PathBuf, #[source] error: std::io::Error },
+    /// An ELF file the `object` crate could not read.
+    #[error("{}: {source}", path.display())]
+    Object { path: PathBuf, source: object::Error },
+    #[error("{}: not an AArch64 ELF file", path.display())]
+    NotAarch64 { path: PathBuf },
+    #[error("{}: segment past end of file", path.display())]
+    SegmentPastEnd { path: PathBuf },
+    #[error("{}: directory is not empty and was not written by `tracesight synth`; refusing to overwrite it", dir.display())]
+    NotOurs { dir: PathBuf },
+    /// A line of an expected-runs file that is not `ADDRESS COUNT`.
+    #[error("bad run line '{line}'")]
+    BadRunLine { line: String },
+    /// Finishing the trace file failed.
+    #[error("{0}")]
+    Trace(#[source] std::io::Error),
+    /// Handing encoded trace to its sink failed.
+    #[error("writing trace: {0}")]
+    WriteTrace(#[source] std::io::Error),
+    #[error("cannot run {}: {error}", qemu.display())]
+    RunQemu { qemu: PathBuf, #[source] error: std::io::Error },
+    /// Waiting for qemu failed.
+    #[error("{0}")]
+    Wait(#[source] std::io::Error),
+    #[error("log reader panicked")]
+    LogReader,
+    /// qemu logged no executed block; `stderr` is what it printed.
+    #[error("qemu ran no code ({status}): {stderr}")]
+    NoCode { status: std::process::ExitStatus, stderr: String },
+    #[error("reading qemu log: {0}")]
+    ReadLog(#[source] std::io::Error),
+    /// A log line of no known form (`text` as found).
+    #[error("qemu log line {line}: unexpected '{text}'")]
+    BadLogLine { line: u64, text: String },
+    #[error("qemu log line {line}: block at 0x{pc:x} executed without its instructions (run with -d in_asm,exec,nochain)")]
+    BlockWithoutCode { line: u64, pc: u64 },
+    #[error("qemu log line {line}: cannot read instruction '{text}'")]
+    BadInstruction { line: u64, text: String },
+    #[error("execution too large (more than 2^26 distinct blocks or 64 threads)")]
+    TooLarge,
+    /// Two pieces of code claim the same addresses.
+    #[error("code of {name} at 0x{start:x}-0x{end:x} overlaps {other} at 0x{other_start:x}-0x{other_end:x}")]
+    Overlap { name: String, start: u64, end: u64, other: String, other_start: u64, other_end: u64 },
+    #[error("instruction at 0x{addr:x} ran as 0x{ran:08x} but the loaded file holds 0x{held:08x} (self-modifying code is not supported)")]
+    SelfModifying { addr: u64, ran: u32, held: u32 },
+    #[error("{}: the code at 0x{addr:x} differs from what ran; is this the program that was run?", path.display())]
+    CodeDiffers { path: PathBuf, addr: u64 },
+    #[error("the execution is empty")]
+    EmptyExecution,
+    #[error("trace IDs 0x{first:x}..0x{last:x} are not all valid (0x01-0x6f)")]
+    BadTraceIds { first: usize, last: usize },
+    #[error("the run has {threads} threads (one trace unit each); an unformatted trace buffer holds one: use formatter frames")]
+    Unformatted { threads: usize },
+    #[error("'{text}' is not a trace ID (hex 01-6f)")]
+    BadTraceId { text: String },
+    #[error("{}: no such program", path.display())]
+    NoProgram { path: PathBuf },
+    #[error("{} is not available; install qemu-user (Debian: apt-get install qemu-user)", qemu.display())]
+    NoQemu { qemu: PathBuf },
+}
+
+impl SynthError {
+    pub(crate) fn io(path: &Path) -> impl Fn(std::io::Error) -> SynthError + Copy + '_ {
+        move |error| SynthError::Io { path: path.to_path_buf(), error }
+    }
+}
 pub use program::CodeImage;
 pub use qemu::Execution;
 
@@ -91,7 +166,7 @@ pub fn synthesize(
     sysroot: Option<&Path>,
     cfg: &SynthConfig,
     out: &Output,
-) -> Result<Synthesis, String> {
+) -> Result<Synthesis, SynthError> {
     let elfs = program::candidate_elfs(program, sysroot)?;
     let mut image = program::locate(exec, &elfs)?;
     if cfg.svc == SvcModel::KernelStub {
@@ -101,10 +176,7 @@ pub fn synthesize(
     // A perf.data holds each CPU's trace apart, so raw trace needs no frames.
     let formatted = out.formatted.unwrap_or(exec.threads() > 1 && !out.perf);
     if !formatted && exec.threads() > 1 && !out.perf {
-        return Err(format!(
-            "the run has {} threads (one trace unit each); an unformatted trace buffer holds one: use formatter frames",
-            exec.threads()
-        ));
+        return Err(SynthError::Unformatted { threads: exec.threads() });
     }
     snapshot::prepare_dir(&out.dir)?;
     let t0 = Instant::now();

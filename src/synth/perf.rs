@@ -353,13 +353,13 @@ impl PerfSink {
     /// trace written. One CPU per stream (stream `k` is CPU `k`), each with
     /// one AUX record covering its AUXTRACE data, so each CPU's trace decodes
     /// from its start as one fragment.
-    pub fn finish(mut self, rec: &PerfRecording<'_>, out: &std::path::Path) -> Result<u64, String> {
-        let err = |e: io::Error| format!("{}: {e}", out.display());
+    pub fn finish(mut self, rec: &PerfRecording<'_>, out: &std::path::Path) -> Result<u64, super::SynthError> {
+        let err = super::SynthError::io(out);
         let mut lens = std::collections::BTreeMap::new();
         for (id, spool) in std::mem::take(&mut self.spools) {
             lens.insert(id, spool.finish()?);
         }
-        let file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
+        let file = std::fs::File::create(out).map_err(err)?;
         let mut w = PerfWriter::new(io::BufWriter::with_capacity(1 << 20, file)).map_err(err)?;
         let blocks: Vec<CpuBlock> = rec
             .streams
@@ -417,7 +417,7 @@ impl PerfSink {
             }
             w.aux(0, len, flags, at(cpu, tid)).map_err(err)?;
             let path = self.spool_path(s.trace_id);
-            let f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let f = std::fs::File::open(&path).map_err(super::SynthError::io(&path))?;
             w.auxtrace_from(io::BufReader::new(f), len, 0, cpu as i32, tid).map_err(err)?;
             let _ = std::fs::remove_file(&path);
             total += len;
@@ -447,10 +447,10 @@ impl super::encoder::StreamSink for PerfSink {
 type Segment = (u64, u64, u64);
 
 /// The executable segments of an ELF file and its build ID.
-fn elf_mappings(path: &std::path::Path) -> Result<(Vec<Segment>, Option<Vec<u8>>), String> {
+fn elf_mappings(path: &std::path::Path) -> Result<(Vec<Segment>, Option<Vec<u8>>), super::SynthError> {
     use object::{Object, ObjectSegment, SegmentFlags};
-    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let file = object::File::parse(&*data).map_err(|e| format!("{}: {e}", path.display()))?;
+    let data = std::fs::read(path).map_err(super::SynthError::io(path))?;
+    let file = object::File::parse(&*data).map_err(|source| super::SynthError::Object { path: path.to_path_buf(), source })?;
     let id = file.build_id().ok().flatten().map(|b| b.to_vec());
     let segs = file
         .segments()

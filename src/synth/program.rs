@@ -16,6 +16,7 @@ use object::read::elf::{Dyn, FileHeader, ProgramHeader};
 use object::Endianness;
 
 use super::qemu::Execution;
+use super::SynthError;
 
 /// An executable segment where it was loaded.
 #[derive(Clone, Debug)]
@@ -65,18 +66,17 @@ impl CodeImage {
         self.read_u32(a).is_some()
     }
 
-    fn insert(&mut self, seg: CodeSegment) -> Result<(), String> {
+    fn insert(&mut self, seg: CodeSegment) -> Result<(), SynthError> {
         let end = seg.addr + seg.bytes.len() as u64;
         if let Some(o) = self.segments.iter().find(|s| s.addr < end && seg.addr < s.addr + s.bytes.len() as u64) {
-            return Err(format!(
-                "code of {} at 0x{:x}-0x{:x} overlaps {} at 0x{:x}-0x{:x}",
-                seg.name,
-                seg.addr,
+            return Err(SynthError::Overlap {
+                name: seg.name,
+                start: seg.addr,
                 end,
-                o.name,
-                o.addr,
-                o.addr + o.bytes.len() as u64
-            ));
+                other: o.name.clone(),
+                other_start: o.addr,
+                other_end: o.addr + o.bytes.len() as u64,
+            });
         }
         let i = self.segments.partition_point(|s| s.addr < seg.addr);
         self.segments.insert(i, seg);
@@ -84,7 +84,7 @@ impl CodeImage {
     }
 
     /// Add extra code (a synthetic exception vector) at `addr`.
-    pub fn add_code(&mut self, addr: u64, words: &[u32], name: &str) -> Result<(), String> {
+    pub fn add_code(&mut self, addr: u64, words: &[u32], name: &str) -> Result<(), SynthError> {
         let bytes = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         self.insert(CodeSegment { addr, bytes, name: name.to_string() })
     }
@@ -100,14 +100,14 @@ struct ElfInfo {
     needed: Vec<String>,
 }
 
-fn read_elf(path: &Path) -> Result<ElfInfo, String> {
-    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+fn read_elf(path: &Path) -> Result<ElfInfo, SynthError> {
+    let data = std::fs::read(path).map_err(SynthError::io(path))?;
     let d = data.as_slice();
-    let err = |e: object::read::Error| format!("{}: {e}", path.display());
+    let err = |source: object::read::Error| SynthError::Object { path: path.to_path_buf(), source };
     let hdr = FileHeader64::<Endianness>::parse(d).map_err(err)?;
     let endian = hdr.endian().map_err(err)?;
     if hdr.e_machine(endian) != object::elf::EM_AARCH64 {
-        return Err(format!("{}: not an AArch64 ELF file", path.display()));
+        return Err(SynthError::NotAarch64 { path: path.to_path_buf() });
     }
     let mut exec = Vec::new();
     let mut interp = None;
@@ -118,7 +118,7 @@ fn read_elf(path: &Path) -> Result<ElfInfo, String> {
         if ph.p_type(endian) == PT_LOAD && ph.p_flags(endian) & PF_X != 0 {
             let off = ph.p_offset(endian) as usize;
             let len = ph.p_filesz(endian) as usize;
-            let bytes = d.get(off..off + len).ok_or_else(|| format!("{}: segment past end of file", path.display()))?;
+            let bytes = d.get(off..off + len).ok_or_else(|| SynthError::SegmentPastEnd { path: path.to_path_buf() })?;
             exec.push((ph.p_vaddr(endian), bytes.to_vec()));
         }
     }
@@ -151,7 +151,7 @@ fn find_library(sysroot: &Path, name: &str) -> Option<PathBuf> {
 
 /// The ELF files of a run: the program, and if it is dynamically linked its
 /// interpreter and (transitively) needed libraries from `sysroot`.
-pub fn candidate_elfs(program: &Path, sysroot: Option<&Path>) -> Result<Vec<PathBuf>, String> {
+pub fn candidate_elfs(program: &Path, sysroot: Option<&Path>) -> Result<Vec<PathBuf>, SynthError> {
     let main = read_elf(program)?;
     let mut out = vec![program.to_path_buf()];
     let Some(root) = sysroot else { return Ok(out) };
@@ -183,7 +183,7 @@ pub fn candidate_elfs(program: &Path, sysroot: Option<&Path>) -> Result<Vec<Path
 /// Build the code image of an execution: place every candidate ELF file whose
 /// code ran, then cover any executed instruction left over with pages built
 /// from qemu's translation log.
-pub fn locate(exec: &Execution, elfs: &[PathBuf]) -> Result<CodeImage, String> {
+pub fn locate(exec: &Execution, elfs: &[PathBuf]) -> Result<CodeImage, SynthError> {
     let mut image = CodeImage::default();
     // Distinct executed blocks, by start address.
     let mut blocks: Vec<u32> = (0..exec.tbs.len() as u32).collect();
@@ -219,9 +219,7 @@ pub fn locate(exec: &Execution, elfs: &[PathBuf]) -> Result<CodeImage, String> {
             match image.read_u32(a) {
                 Some(w) if w == op => {}
                 Some(w) => {
-                    return Err(format!(
-                        "instruction at 0x{a:x} ran as 0x{op:08x} but the loaded file holds 0x{w:08x} (self-modifying code is not supported)"
-                    ))
+                    return Err(SynthError::SelfModifying { addr: a, ran: op, held: w })
                 }
                 None => {
                     let page = pages.entry(a & !0xfff).or_insert_with(|| vec![0; 4096]);
@@ -257,7 +255,7 @@ fn sanitize(s: &str) -> String {
 }
 
 /// Every executed block inside a fixed-address file's code must match it.
-fn check_matches(exec: &Execution, info: &ElfInfo, path: &Path) -> Result<(), String> {
+fn check_matches(exec: &Execution, info: &ElfInfo, path: &Path) -> Result<(), SynthError> {
     for tb in &exec.tbs {
         for (vaddr, bytes) in &info.exec {
             let off = tb.pc.wrapping_sub(*vaddr);
@@ -267,11 +265,7 @@ fn check_matches(exec: &Execution, info: &ElfInfo, path: &Path) -> Result<(), St
                     let Some(b) = bytes.get(o..o + 4) else { break };
                     let w = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
                     if w != exec.opcodes[tb.first as usize + i] {
-                        return Err(format!(
-                            "{}: the code at 0x{:x} differs from what ran; is this the program that was run?",
-                            path.display(),
-                            tb.pc + 4 * i as u64
-                        ));
+                        return Err(SynthError::CodeDiffers { path: path.to_path_buf(), addr: tb.pc + 4 * i as u64 });
                     }
                 }
             }

@@ -16,6 +16,8 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::SynthError;
+
 /// A translation block: `len` instructions from `pc`, whose opcodes are
 /// `Execution::opcodes[first..first + len]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,9 +114,9 @@ pub fn qemu_available(qemu: &Path) -> bool {
 }
 
 /// Run the program under qemu and parse its execution log.
-pub fn run(cfg: &QemuRun) -> Result<RunResult, String> {
+pub fn run(cfg: &QemuRun) -> Result<RunResult, SynthError> {
     let tmp = std::env::temp_dir().join(format!("tracesight-synth-{}-{}", std::process::id(), unique()));
-    std::fs::create_dir_all(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+    std::fs::create_dir_all(&tmp).map_err(SynthError::io(&tmp))?;
     let result = run_in(cfg, &tmp);
     let _ = std::fs::remove_dir_all(&tmp);
     result
@@ -126,7 +128,7 @@ fn unique() -> u64 {
     N.fetch_add(1, Ordering::Relaxed)
 }
 
-fn run_in(cfg: &QemuRun, tmp: &Path) -> Result<RunResult, String> {
+fn run_in(cfg: &QemuRun, tmp: &Path) -> Result<RunResult, SynthError> {
     // A FIFO lets the log be parsed while qemu writes it (logs of long runs are
     // many times larger than the trace); a kept log is a plain file.
     let (log, fifo) = match &cfg.keep_log {
@@ -145,14 +147,14 @@ fn run_in(cfg: &QemuRun, tmp: &Path) -> Result<RunResult, String> {
     // never waits for qemu, and closing the handle after qemu exits gives the
     // reader its end of file even if qemu never opened the log.
     let guard = if fifo {
-        Some(std::fs::OpenOptions::new().read(true).write(true).open(&log).map_err(|e| format!("{}: {e}", log.display()))?)
+        Some(std::fs::OpenOptions::new().read(true).write(true).open(&log).map_err(SynthError::io(&log))?)
     } else {
         None
     };
     let reader = guard.as_ref().map(|_| {
         let path = log.clone();
-        std::thread::spawn(move || -> Result<Execution, String> {
-            let f = std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::thread::spawn(move || -> Result<Execution, SynthError> {
+            let f = std::fs::File::open(&path).map_err(SynthError::io(&path))?;
             let mut r = BufReader::with_capacity(1 << 20, f);
             let parsed = parse_log(&mut r);
             if parsed.is_err() {
@@ -176,7 +178,7 @@ fn run_in(cfg: &QemuRun, tmp: &Path) -> Result<RunResult, String> {
             if let Some(r) = reader {
                 let _ = r.join();
             }
-            return Err(format!("cannot run {}: {e}", cfg.qemu.display()));
+            return Err(SynthError::RunQemu { qemu: cfg.qemu.clone(), error: e });
         }
     };
     let mut out = child.stdout.take().unwrap();
@@ -191,13 +193,13 @@ fn run_in(cfg: &QemuRun, tmp: &Path) -> Result<RunResult, String> {
         let _ = err.read_to_end(&mut v);
         v
     });
-    let status = child.wait().map_err(|e| e.to_string());
+    let status = child.wait().map_err(SynthError::Wait);
     drop(guard);
     let parsed = match reader {
-        Some(r) => (status?, r.join().map_err(|_| "log reader panicked".to_string())?),
+        Some(r) => (status?, r.join().map_err(|_| SynthError::LogReader)?),
         None => {
             let status = status?;
-            let f = std::fs::File::open(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+            let f = std::fs::File::open(&log).map_err(SynthError::io(&log))?;
             (status, parse_log(BufReader::with_capacity(1 << 20, f)))
         }
     };
@@ -206,18 +208,14 @@ fn run_in(cfg: &QemuRun, tmp: &Path) -> Result<RunResult, String> {
     let stderr = err_t.join().unwrap_or_default();
     let exec = exec?;
     if exec.events.is_empty() {
-        return Err(format!(
-            "qemu ran no code ({}): {}",
-            status,
-            String::from_utf8_lossy(&stderr).trim()
-        ));
+        return Err(SynthError::NoCode { status, stderr: String::from_utf8_lossy(&stderr).trim().to_string() });
     }
     Ok(RunResult { exec, status, stdout })
 }
 
 /// Parse a log file written by `-d in_asm,exec,nochain`.
-pub fn parse_log_file(path: &Path) -> Result<Execution, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn parse_log_file(path: &Path) -> Result<Execution, SynthError> {
+    let f = std::fs::File::open(path).map_err(SynthError::io(path))?;
     parse_log(BufReader::with_capacity(1 << 20, f))
 }
 
@@ -240,7 +238,7 @@ fn hex(s: &[u8]) -> Option<u64> {
 }
 
 /// Parse qemu's log.
-pub fn parse_log<R: BufRead>(mut r: R) -> Result<Execution, String> {
+pub fn parse_log<R: BufRead>(mut r: R) -> Result<Execution, SynthError> {
     let mut ex = Execution::default();
     // Instructions of the block being read from an in_asm listing.
     let mut cur: Vec<(u64, u32)> = Vec::new();
@@ -273,7 +271,7 @@ pub fn parse_log<R: BufRead>(mut r: R) -> Result<Execution, String> {
     };
     loop {
         line.clear();
-        let n = r.read_until(b'\n', &mut line).map_err(|e| format!("reading qemu log: {e}"))?;
+        let n = r.read_until(b'\n', &mut line).map_err(SynthError::ReadLog)?;
         if n == 0 {
             break;
         }
@@ -301,9 +299,7 @@ pub fn parse_log<R: BufRead>(mut r: R) -> Result<Execution, String> {
                 None => match host.get(&hostp) {
                     Some(&id) if ex.tbs[id as usize].pc == pc => id,
                     _ => {
-                        return Err(format!(
-                            "qemu log line {lineno}: block at 0x{pc:x} executed without its instructions (run with -d in_asm,exec,nochain)"
-                        ))
+                        return Err(SynthError::BlockWithoutCode { line: lineno, pc })
                     }
                 },
             };
@@ -313,7 +309,7 @@ pub fn parse_log<R: BufRead>(mut r: R) -> Result<Execution, String> {
                 nthreads
             });
             if tb > TB_MASK || thread >= 64 {
-                return Err("execution too large (more than 2^26 distinct blocks or 64 threads)".into());
+                return Err(SynthError::TooLarge);
             }
             ex.events.push((thread << THREAD_SHIFT) | tb);
             continue;
@@ -341,7 +337,7 @@ pub fn parse_log<R: BufRead>(mut r: R) -> Result<Execution, String> {
                         continue;
                     }
                 }
-                return Err(format!("qemu log line {lineno}: cannot read instruction '{}'", String::from_utf8_lossy(l)));
+                return Err(SynthError::BadInstruction { line: lineno, text: String::from_utf8_lossy(l).into_owned() });
             }
         }
     }
@@ -355,8 +351,8 @@ fn trim(s: &[u8]) -> &[u8] {
     &s[a..b]
 }
 
-fn bad(lineno: u64, l: &[u8]) -> String {
-    format!("qemu log line {lineno}: unexpected '{}'", String::from_utf8_lossy(l))
+fn bad(lineno: u64, l: &[u8]) -> SynthError {
+    SynthError::BadLogLine { line: lineno, text: String::from_utf8_lossy(l).into_owned() }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use super::encoder::{Fate, P0Kind, StreamResult};
 use super::program::CodeImage;
+use super::SynthError;
 
 /// Name of the file that marks a directory as written by the synthesizer.
 pub const MARKER: &str = "synth.txt";
@@ -18,20 +19,17 @@ pub const TRACE_FILE: &str = "trace.bin";
 
 /// Prepare `dir`: create it, or clear it if an earlier synthesis wrote it.
 /// Refuses to touch a non-empty directory the synthesizer did not write.
-pub fn prepare_dir(dir: &Path) -> Result<(), String> {
+pub fn prepare_dir(dir: &Path) -> Result<(), SynthError> {
     if dir.exists() {
-        let empty = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?.next().is_none();
+        let empty = std::fs::read_dir(dir).map_err(SynthError::io(dir))?.next().is_none();
         if !empty {
             if !dir.join(MARKER).is_file() {
-                return Err(format!(
-                    "{}: directory is not empty and was not written by `tracesight synth`; refusing to overwrite it",
-                    dir.display()
-                ));
+                return Err(SynthError::NotOurs { dir: dir.to_path_buf() });
             }
-            std::fs::remove_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::remove_dir_all(dir).map_err(SynthError::io(dir))?;
         }
     }
-    std::fs::create_dir_all(dir.join("mem")).map_err(|e| format!("{}: {e}", dir.display()))
+    std::fs::create_dir_all(dir.join("mem")).map_err(SynthError::io(dir))
 }
 
 /// Everything the metadata files describe.
@@ -46,18 +44,18 @@ pub struct SnapshotInfo<'a> {
     pub notes: String,
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+fn write_file(path: &Path, text: &str) -> Result<(), SynthError> {
+    std::fs::write(path, text).map_err(SynthError::io(path))
 }
 
 /// Write the metadata, memory dumps and ELF copies (the trace buffer is
 /// written separately, while it is encoded).
-pub fn write_snapshot(dir: &Path, info: &SnapshotInfo) -> Result<(), String> {
+pub fn write_snapshot(dir: &Path, info: &SnapshotInfo) -> Result<(), SynthError> {
     // Memory dumps, shared by all cores.
     let mut dumps = String::new();
     for (i, seg) in info.image.segments.iter().enumerate() {
         let file = format!("mem/{}.bin", seg.name);
-        std::fs::write(dir.join(&file), &seg.bytes).map_err(|e| format!("{}: {e}", dir.join(&file).display()))?;
+        std::fs::write(dir.join(&file), &seg.bytes).map_err(SynthError::io(&dir.join(&file)))?;
         let _ = write!(
             dumps,
             "\n[dump{}]\nfile={}\naddress=0x{:x}\nlength=0x{:x}\n",
@@ -109,11 +107,11 @@ pub fn write_snapshot(dir: &Path, info: &SnapshotInfo) -> Result<(), String> {
 }
 
 /// Copy the ELF files into `dir` and write the marker file with `notes`.
-pub fn write_elfs_and_notes(dir: &Path, elfs: &[PathBuf], notes: &str) -> Result<(), String> {
+pub fn write_elfs_and_notes(dir: &Path, elfs: &[PathBuf], notes: &str) -> Result<(), SynthError> {
     for elf in elfs {
         if let Some(name) = elf.file_name() {
             let to = dir.join(name);
-            std::fs::copy(elf, &to).map_err(|e| format!("copying {} to {}: {e}", elf.display(), to.display()))?;
+            std::fs::copy(elf, &to).map_err(|error| SynthError::Copy { from: elf.clone(), to: to.clone(), error })?;
         }
     }
     write_file(&dir.join(MARKER), notes)
@@ -129,7 +127,7 @@ pub fn runs_text(runs: &[(u64, u64)]) -> String {
 }
 
 /// Parse [`runs_text`].
-pub fn parse_runs(text: &str) -> Result<Vec<(u64, u64)>, String> {
+pub fn parse_runs(text: &str) -> Result<Vec<(u64, u64)>, SynthError> {
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| {
@@ -138,7 +136,7 @@ pub fn parse_runs(text: &str) -> Result<Vec<(u64, u64)>, String> {
             let n = it.next().and_then(|n| n.parse::<u64>().ok());
             match (a, n) {
                 (Some(a), Some(n)) => Ok((a, n)),
-                _ => Err(format!("bad run line '{l}'")),
+                _ => Err(SynthError::BadRunLine { line: l.to_string() }),
             }
         })
         .collect()
@@ -167,9 +165,9 @@ pub fn spec_text(s: &StreamResult) -> String {
 
 /// Write the expected results of a synthesis into `dir/expected/`: per trace
 /// ID the executed instruction runs (from qemu) and the speculation fates.
-pub fn write_expected(dir: &Path, streams: &[StreamResult], runs: &[Vec<(u64, u64)>]) -> Result<(), String> {
+pub fn write_expected(dir: &Path, streams: &[StreamResult], runs: &[Vec<(u64, u64)>]) -> Result<(), SynthError> {
     let e = dir.join("expected");
-    std::fs::create_dir_all(&e).map_err(|err| format!("{}: {err}", e.display()))?;
+    std::fs::create_dir_all(&e).map_err(SynthError::io(&e))?;
     for (s, r) in streams.iter().zip(runs) {
         write_file(&e.join(format!("trace_{:02x}.runs", s.trace_id)), &runs_text(r))?;
         write_file(&e.join(format!("trace_{:02x}.spec", s.trace_id)), &spec_text(s))?;
@@ -185,13 +183,13 @@ pub struct TraceOut {
 }
 
 impl TraceOut {
-    pub fn create(dir: &Path, formatted: bool) -> Result<TraceOut, String> {
+    pub fn create(dir: &Path, formatted: bool) -> Result<TraceOut, SynthError> {
         TraceOut::create_file(&dir.join(TRACE_FILE), formatted)
     }
 
     /// A trace file at `p` (the perf.data writer spools each CPU's AUX data so).
-    pub fn create_file(p: &Path, formatted: bool) -> Result<TraceOut, String> {
-        let f = std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?;
+    pub fn create_file(p: &Path, formatted: bool) -> Result<TraceOut, SynthError> {
+        let f = std::fs::File::create(p).map_err(SynthError::io(p))?;
         Ok(TraceOut {
             file: std::io::BufWriter::with_capacity(1 << 20, f),
             frames: formatted.then(|| super::frames::FrameWriter::new(Vec::with_capacity(1 << 16))),
@@ -199,13 +197,13 @@ impl TraceOut {
         })
     }
 
-    pub fn finish(mut self) -> Result<u64, String> {
+    pub fn finish(mut self) -> Result<u64, SynthError> {
         if let Some(fw) = self.frames.take() {
-            let rest = fw.finish().map_err(|e| e.to_string())?;
-            self.file.write_all(&rest).map_err(|e| e.to_string())?;
+            let rest = fw.finish().map_err(SynthError::Trace)?;
+            self.file.write_all(&rest).map_err(SynthError::Trace)?;
             self.bytes += rest.len() as u64;
         }
-        self.file.flush().map_err(|e| e.to_string())?;
+        self.file.flush().map_err(SynthError::Trace)?;
         Ok(self.bytes)
     }
 }

@@ -556,7 +556,7 @@ impl App {
         hits.into_iter().take(200).map(|(_, h)| h).collect()
     }
 
-    fn parse_goto(&self, input: &str) -> Result<(FindWhat, String), String> {
+    fn parse_goto(&self, input: &str) -> Result<(FindWhat, String), super::TuiError> {
         let s = input.trim();
         let (kind, value) = s.split_once(':').unwrap_or(("", s));
         let num = || crate::capture::parse_number(value);
@@ -573,10 +573,10 @@ impl App {
                     .iter()
                     .find(|f| f.name == value)
                     .or_else(|| self.search_hits(value).first().map(|h| &self.functions[h.function]))
-                    .ok_or_else(|| format!("no function matches '{value}'"))?;
+                    .ok_or_else(|| super::TuiError::NoFunction { name: value.to_string() })?;
                 return Ok((FindWhat::Target(SeekTarget::Entry(f.entries.clone())), f.name.clone()));
             }
-            _ => return Err(format!("'{s}': expected N, instr:N, ts:N, cc:N, off:N, addr:HEX or fn:NAME")),
+            _ => return Err(super::TuiError::BadGoto { input: s.to_string() }),
         };
         Ok((FindWhat::Target(t), s.to_string()))
     }
@@ -840,7 +840,7 @@ impl App {
                             self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
                             self.start_find(0, Dir::Forward, what, label);
                         }
-                        Err(e) => self.message = e,
+                        Err(e) => self.message = e.to_string(),
                     }
                 }
                 _ => {}

@@ -25,6 +25,37 @@ use crate::capture::CaptureOptions;
 use app::{App, Channels};
 use worker::{Progress, Request};
 
+/// Why the viewer could not run, or a request of it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    /// Standard output is not a terminal.
+    #[error("the viewer needs a terminal (use `tracesight decode` for scripts)")]
+    NotATerminal,
+    /// Setting up, drawing on or reading from the terminal failed.
+    #[error("terminal: {0}")]
+    Terminal(#[source] io::Error),
+    /// The capture could not be opened or indexed.
+    #[error("{0}")]
+    Capture(#[from] crate::capture::CaptureError),
+    /// A decode through the index failed.
+    #[error("{0}")]
+    Index(#[from] crate::index::IndexError),
+    /// An address in a go-to position did not parse.
+    #[error("{0}")]
+    Symbols(#[from] crate::symbols::SymbolError),
+    #[error("no function matches '{name}'")]
+    NoFunction { name: String },
+    /// A go-to position of no known form.
+    #[error("'{input}': expected N, instr:N, ts:N, cc:N, off:N, addr:HEX or fn:NAME")]
+    BadGoto { input: String },
+    /// Code to disassemble at an address the program image does not hold.
+    #[error("memory at 0x{addr:x} is not in the program image")]
+    Unmapped { addr: u64 },
+    /// Code of an instruction set the viewer has no disassembler for.
+    #[error("{} code cannot be disassembled", isa.name())]
+    NoDisassembler { isa: crate::element::Isa },
+}
+
 /// Start the worker threads on a capture and return the app that talks to
 /// them (headless: no terminal involved).
 pub fn spawn(path: &Path, copts: &CaptureOptions, size: (u16, u16)) -> App {
@@ -83,10 +114,10 @@ fn restore_terminal() {
 }
 
 /// Run the viewer on a capture until the user quits.
-pub fn run(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
+pub fn run(path: &Path, copts: &CaptureOptions) -> Result<(), TuiError> {
     use std::io::IsTerminal;
     if !io::stdout().is_terminal() {
-        return Err("the viewer needs a terminal (use `tracesight decode` for scripts)".into());
+        return Err(TuiError::NotATerminal);
     }
     let prev = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -100,21 +131,21 @@ pub fn run(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
         crate::outfile::die_on_signals(&[SIGTERM, SIGHUP, SIGINT, SIGQUIT], restore_for_signal);
     }
-    terminal::enable_raw_mode().map_err(|e| format!("terminal: {e}"))?;
+    terminal::enable_raw_mode().map_err(TuiError::Terminal)?;
     let mut out = io::stdout();
     let setup = out.execute(EnterAlternateScreen).and_then(|o| o.execute(EnableMouseCapture)).map(|_| ());
     if let Err(e) = setup {
         restore_terminal();
-        return Err(format!("terminal: {e}"));
+        return Err(TuiError::Terminal(e));
     }
     let result = event_loop(path, copts);
     restore_terminal();
     result
 }
 
-fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
-    let mut term = Terminal::new(CrosstermBackend::new(io::stdout())).map_err(|e| format!("terminal: {e}"))?;
-    let size = term.size().map_err(|e| format!("terminal: {e}"))?;
+fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), TuiError> {
+    let mut term = Terminal::new(CrosstermBackend::new(io::stdout())).map_err(TuiError::Terminal)?;
+    let size = term.size().map_err(TuiError::Terminal)?;
     let mut app = spawn(path, copts, (size.width, size.height));
     let mut keys = keymap::Keymap::default();
     let mut dirty = true;
@@ -127,7 +158,7 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
             // Synchronized updates: the terminal shows whole frames only.
             let screen = SCREEN.lock().unwrap_or_else(|e| e.into_inner());
             let _ = io::stdout().execute(BeginSynchronizedUpdate);
-            term.draw(|f| draw::draw(&app, f)).map_err(|e| format!("terminal: {e}"))?;
+            term.draw(|f| draw::draw(&app, f)).map_err(TuiError::Terminal)?;
             let _ = io::stdout().execute(EndSynchronizedUpdate);
             drop(screen);
             dirty = false;
@@ -136,14 +167,14 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
         // Terminal input and worker answers cannot be waited on together:
         // poll briefly while an answer is due, so rows show as soon as decoded.
         let wait = if app.waiting() { 2 } else { 30 };
-        if event::poll(Duration::from_millis(wait)).map_err(|e| format!("terminal: {e}"))? {
+        if event::poll(Duration::from_millis(wait)).map_err(TuiError::Terminal)? {
             // Every event already queued is applied before the next frame:
             // a burst of keys (a held key, fast typing) costs one draw, and
             // none waits behind a frame per key. Bounded, so a flood still
             // lets a frame through.
             for _ in 0..1024 {
                 dirty |= app.pump();
-                let ev = event::read().map_err(|e| format!("terminal: {e}"))?;
+                let ev = event::read().map_err(TuiError::Terminal)?;
                 if let Event::Resize(w, h) = ev {
                     let _ = term.autoresize();
                     app.update(app::Action::Resize(w, h));
@@ -152,7 +183,7 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), String> {
                     app.update(a);
                     dirty = true;
                 }
-                if app.quit || !event::poll(Duration::ZERO).map_err(|e| format!("terminal: {e}"))? {
+                if app.quit || !event::poll(Duration::ZERO).map_err(TuiError::Terminal)? {
                     break;
                 }
             }

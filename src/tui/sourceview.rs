@@ -270,7 +270,7 @@ pub fn disassemble(
         let d = match decode_one(image, space, range.isa, addr) {
             Ok(d) => d,
             Err(why) => {
-                out.push(line(String::new(), why));
+                out.push(line(String::new(), why.to_string()));
                 break;
             }
         };
@@ -301,8 +301,8 @@ fn with_target(text: &str, target: u64) -> String {
     format!("{}0x{target:x}{}", &text[..i], &rest[len..])
 }
 
-fn decode_one(image: &MemoryImage, space: MemSpace, isa: Isa, addr: u64) -> Result<Decoded, String> {
-    let unreadable = || format!("memory at 0x{addr:x} is not in the program image");
+fn decode_one(image: &MemoryImage, space: MemSpace, isa: Isa, addr: u64) -> Result<Decoded, super::TuiError> {
+    let unreadable = || super::TuiError::Unmapped { addr };
     match isa {
         Isa::A64 => {
             let w = image.read_u32(addr, space).ok_or_else(unreadable)?;
@@ -348,7 +348,7 @@ fn decode_one(image: &MemoryImage, space: MemSpace, isa: Isa, addr: u64) -> Resu
             let target = arm_target(Isa::T32, u32::from(first), second.unwrap_or(0), addr);
             Ok(Decoded { size: if second.is_some() { 4 } else { 2 }, bytes, text, target })
         }
-        other => Err(format!("{} code cannot be disassembled", other.name())),
+        isa => Err(super::TuiError::NoDisassembler { isa }),
     }
 }
 

@@ -141,7 +141,7 @@ pub enum Response {
     Functions(Vec<FunctionInfo>),
     /// Per trace ID activity per index segment (after the background pass).
     Lanes(Vec<Lane>),
-    Exported(Result<crate::export::ExportSummary, String>),
+    Exported(Result<crate::export::ExportSummary, crate::export::ExportError>),
     Error(String),
 }
 
@@ -186,14 +186,14 @@ pub fn indexed_summary(f: &IndexFile) -> Indexed {
 /// names and, in the speculation view, the records decided before each.
 /// Pages `first..first + count`, decoded in one pass from the checkpoint
 /// before the first (a screen often spans two pages).
-pub fn build_pages(cap: &Capture, seeker: &Seeker<'_>, view: View, first: u64, count: u64) -> Result<Vec<Vec<Entry>>, String> {
+pub fn build_pages(cap: &Capture, seeker: &Seeker<'_>, view: View, first: u64, count: u64) -> Result<Vec<Vec<Entry>>, super::TuiError> {
     let k = seeker.checkpoint_for(&SeekTarget::Element(first * PAGE));
     let mut result = Ok(());
-    let pages = page_rows(cap, view, first, count, &mut |on| result = seeker.run_events_from(k, on).map_err(|e| e.to_string()));
-    result.map(|_| pages)
+    let pages = page_rows(cap, view, first, count, &mut |on| result = seeker.run_events_from(k, on));
+    Ok(result.map(|_| pages)?)
 }
 
-pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> Result<Vec<Entry>, String> {
+pub fn build_page(cap: &Capture, seeker: &Seeker<'_>, view: View, page: u64) -> Result<Vec<Entry>, super::TuiError> {
     build_pages(cap, seeker, view, page, 1).map(|mut v| v.pop().unwrap_or_default())
 }
 
@@ -296,7 +296,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
     let cap = match Capture::open(&path, &copts) {
         Ok(c) => c,
         Err(e) => {
-            let _ = tx.send(Response::Error(e));
+            let _ = tx.send(Response::Error(e.to_string()));
             return;
         }
     };
@@ -322,7 +322,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
     let _ = tx.send(Response::Opened(info));
     // The index is built on a thread of its own so that the start of the
     // trace can be browsed meanwhile (decoded from the start, page by page).
-    let (built_tx, built_rx) = std::sync::mpsc::channel::<Result<Index, String>>();
+    let (built_tx, built_rx) = std::sync::mpsc::channel::<Result<Index, crate::capture::CaptureError>>();
     {
         let (p, c, pr) = (path.clone(), copts.clone(), progress.clone());
         std::thread::Builder::new()
@@ -383,7 +383,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
                         }
                         continue;
                     }
-                    Err(e) => Response::Error(e),
+                    Err(e) => Response::Error(e.to_string()),
                 }
             }
             Request::Source { addr, window, disasm } => {
@@ -413,7 +413,7 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
     let cap = match Capture::open(&path, &copts) {
         Ok(c) => c,
         Err(e) => {
-            let _ = tx.send(Response::Error(e));
+            let _ = tx.send(Response::Error(e.to_string()));
             return;
         }
     };
@@ -466,8 +466,7 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
                 progress.export_cancel.store(false, Ordering::Relaxed);
                 progress.export_done.store(0, Ordering::Relaxed);
                 progress.export_total.store(request.to.saturating_sub(request.from), Ordering::Relaxed);
-                let r = crate::export::export(&cap, &seeker, &request, &progress.export_done, &progress.export_cancel)
-                    .map_err(|e| e.to_string());
+                let r = crate::export::export(&cap, &seeker, &request, &progress.export_done, &progress.export_cancel);
                 let _ = tx.send(Response::Exported(r));
             }
             Request::Pages { .. } | Request::Source { .. } | Request::Expand { .. } => {}

@@ -169,7 +169,7 @@ impl ElemList {
     /// the ring grows by half when full, from 8, and a decode holds back at
     /// most the two last elements (an exception return and its range), so
     /// 2^16 slots is far beyond any real list.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
         let n = self.slots.len();
         crate::protocol::check_state(
             "ETMv3 decoder",
@@ -354,8 +354,8 @@ impl Etm3Decoder {
 
     /// A decoder continuing from a saved state, with its configuration and
     /// program image supplied again.
-    pub fn load_state(cfg: &Etm3Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm3Decoder, String> {
-        let mut d: Etm3Decoder = bincode::deserialize(state).map_err(|e| format!("ETMv3 decoder state: {e}"))?;
+    pub fn load_state(cfg: &Etm3Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm3Decoder, crate::protocol::ProtocolError> {
+        let mut d: Etm3Decoder = crate::protocol::read_state("ETMv3 decoder", state)?;
         d.list.check()?;
         let fresh = Etm3Decoder::new(cfg, image);
         d.cfg = fresh.cfg;

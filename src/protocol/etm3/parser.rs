@@ -142,8 +142,8 @@ impl Etm3Parser {
     }
 
     /// A parser for `cfg` continuing from a saved state.
-    pub fn load_state(cfg: &Etm3Config, state: &[u8]) -> Result<Etm3Parser, String> {
-        let mut p: Etm3Parser = bincode::deserialize(state).map_err(|e| format!("ETMv3 parser state: {e}"))?;
+    pub fn load_state(cfg: &Etm3Config, state: &[u8]) -> Result<Etm3Parser, crate::protocol::ProtocolError> {
+        let mut p: Etm3Parser = crate::protocol::read_state("ETMv3 parser", state)?;
         p.check()?;
         p.set = Etm3Parser::new(cfg).set;
         Ok(p)
@@ -152,7 +152,7 @@ impl Etm3Parser {
     /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
     /// the longest ETMv3 packet (an I-sync with cycle count and a 4-byte
     /// context ID, IHI 0014 7.3) is well under 64 bytes.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
         const MAX_PACKET: usize = 64;
         crate::protocol::check_state(
             "ETMv3 parser",

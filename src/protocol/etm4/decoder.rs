@@ -573,8 +573,8 @@ impl Etm4Decoder {
 
     /// A decoder continuing from a saved state, with its configuration and
     /// program image supplied again.
-    pub fn load_state(cfg: &Etm4Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm4Decoder, String> {
-        let mut d: Etm4Decoder = bincode::deserialize(state).map_err(|e| format!("decoder state: {e}"))?;
+    pub fn load_state(cfg: &Etm4Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm4Decoder, crate::protocol::ProtocolError> {
+        let mut d: Etm4Decoder = crate::protocol::read_state("decoder", state)?;
         d.check()?;
         let fresh = Etm4Decoder::new(cfg, image, d.opts);
         d.cfg = fresh.cfg;
@@ -588,7 +588,7 @@ impl Etm4Decoder {
     /// element stack and the speculation depth allow (the architecture's
     /// maximum depth is below 2^32, IHI 0064 TRCIDR8.MAXSPEC), and the return
     /// stack's index and fill stay within its 16 entries.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
         let depth_max = u32::MAX as i64;
         crate::protocol::check_state(
             "ETMv4 decoder",
@@ -1984,10 +1984,10 @@ mod tests {
         let mut bad = decoder();
         bad.res.commit = -1;
         let err = Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &bad.save_state()).err().unwrap();
-        assert!(err.contains("commit count"), "{err}");
+        assert!(err.to_string().contains("commit count"), "{err}");
         let mut bad = decoder();
         bad.rs.head = 16;
         let err = Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &bad.save_state()).err().unwrap();
-        assert!(err.contains("return stack index"), "{err}");
+        assert!(err.to_string().contains("return stack index"), "{err}");
     }
 }

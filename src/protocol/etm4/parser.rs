@@ -153,8 +153,8 @@ impl Etm4Parser {
     }
 
     /// A parser for `cfg` continuing from a saved state.
-    pub fn load_state(cfg: &Etm4Config, state: &[u8]) -> Result<Etm4Parser, String> {
-        let mut p: Etm4Parser = bincode::deserialize(state).map_err(|e| format!("parser state: {e}"))?;
+    pub fn load_state(cfg: &Etm4Config, state: &[u8]) -> Result<Etm4Parser, crate::protocol::ProtocolError> {
+        let mut p: Etm4Parser = crate::protocol::read_state("parser", state)?;
         p.check()?;
         let fresh = Etm4Parser::new(cfg);
         p.table = fresh.table;
@@ -166,7 +166,7 @@ impl Etm4Parser {
     /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]).
     /// The longest ETMv4/ETE packet is well under 64 bytes (IHI 0064 6.4);
     /// unsynchronised bytes are reported in chunks of at most 8.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
         let s = &self.scratch;
         crate::protocol::check_state(
             "ETMv4 parser",

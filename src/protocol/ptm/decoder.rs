@@ -234,8 +234,8 @@ impl PtmDecoder {
 
     /// A decoder continuing from a saved state, with its configuration and
     /// program image supplied again.
-    pub fn load_state(cfg: &PtmConfig, image: Arc<MemoryImage>, state: &[u8]) -> Result<PtmDecoder, String> {
-        let mut d: PtmDecoder = bincode::deserialize(state).map_err(|e| format!("PTM decoder state: {e}"))?;
+    pub fn load_state(cfg: &PtmConfig, image: Arc<MemoryImage>, state: &[u8]) -> Result<PtmDecoder, crate::protocol::ProtocolError> {
+        let mut d: PtmDecoder = crate::protocol::read_state("PTM decoder", state)?;
         // The return stack's index and fill stay within its 16 entries (its
         // fill goes negative after pops from an empty stack, as OpenCSD's).
         crate::protocol::check_state(

@@ -178,8 +178,8 @@ impl PtmParser {
     }
 
     /// A parser for `cfg` continuing from a saved state.
-    pub fn load_state(cfg: &PtmConfig, state: &[u8]) -> Result<PtmParser, String> {
-        let mut p: PtmParser = bincode::deserialize(state).map_err(|e| format!("PTM parser state: {e}"))?;
+    pub fn load_state(cfg: &PtmConfig, state: &[u8]) -> Result<PtmParser, crate::protocol::ProtocolError> {
+        let mut p: PtmParser = crate::protocol::read_state("PTM parser", state)?;
         p.check()?;
         p.configure(cfg);
         Ok(p)
@@ -188,7 +188,7 @@ impl PtmParser {
     /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
     /// the longest PTM packet (an I-sync with cycle count and context ID, or
     /// a 64-bit timestamp, IHI 0035 4.2) is well under 64 bytes.
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
         const MAX_PACKET: usize = 64;
         let s = &self.s;
         crate::protocol::check_state(
