@@ -17,6 +17,7 @@ use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder,
 use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
 use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet};
 use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
+use crate::protocol::Decoder;
 
 /// The protocol a trace source speaks, as far as this version decodes it.
 #[derive(Clone, Debug)]
@@ -450,56 +451,57 @@ pub struct Counts {
 /// Feed one packet to an optional decoder; false when it stopped the data
 /// path. In recovery mode a decoder that stops is taken past the error to
 /// wait for the next sync point instead (see [`DecoderOptions::recover`]).
-macro_rules! decode_packet {
-    ($decoder:expr, $recover:expr, $pk:expr, $source:expr, $on_event:expr, $counts:expr) => {
-        match $decoder {
-            Some(d) => {
-                d.packet($pk, &mut |o| forward($source, o, $on_event, $counts));
-                if $recover && d.is_fatal() {
-                    d.recover(&mut |o| forward($source, o, $on_event, $counts));
-                }
-                !d.is_fatal()
+/// Generic over the protocol, so each packet goes to its decoder without a
+/// dynamic call.
+#[inline]
+fn decode_packet<D: Decoder, F: FnMut(Event<'_>)>(
+    decoder: &mut Option<D>,
+    recover: bool,
+    pk: &D::Packet,
+    source: &Source,
+    on_event: &mut F,
+    counts: &mut Counts,
+) -> bool {
+    match decoder {
+        Some(d) => {
+            d.packet(pk, &mut |o| forward(source, o, on_event, counts));
+            if recover && d.is_fatal() {
+                d.recover(&mut |o| forward(source, o, on_event, counts));
             }
-            None => true,
+            !d.is_fatal()
         }
-    };
+        None => true,
+    }
+}
+
+/// A decoder for `cfg` when the run decodes elements.
+fn new_decoder<D: Decoder>(cfg: &D::Config, plan: &BufferPlan, opts: &RunOptions) -> Option<D> {
+    opts.elements.then(|| {
+        let mut d = D::create(cfg, plan.image.clone(), opts.decoder);
+        if opts.after_reset {
+            d.reset();
+        }
+        d
+    })
+}
+
+/// A decoder from its saved state, when one was saved.
+fn load_decoder<D: Decoder>(cfg: &D::Config, plan: &BufferPlan, state: Option<Vec<u8>>) -> Result<Option<D>, SessionError> {
+    Ok(state.map(|d| D::load_state(cfg, plan.image.clone(), &d)).transpose()?)
+}
+
+fn is_fatal<D: Decoder>(decoder: &Option<D>) -> bool {
+    decoder.as_ref().is_some_and(D::is_fatal)
 }
 
 impl Chain {
     fn new(plan: &BufferPlan, si: usize, opts: &RunOptions, raw: bool) -> Option<Chain> {
-        let image = || plan.image.clone();
         let proto = match &plan.sources[si].kind {
-            SourceKind::Etm4(cfg) => Proto::Etm4 {
-                parser: Etm4Parser::new(cfg),
-                decoder: opts.elements.then(|| {
-                    let mut d = Etm4Decoder::new(cfg, image(), opts.decoder);
-                    if opts.after_reset {
-                        d.reset();
-                    }
-                    d
-                }),
-            },
-            SourceKind::Ptm(cfg) => Proto::Ptm {
-                parser: PtmParser::new(cfg),
-                decoder: opts.elements.then(|| {
-                    let mut d = PtmDecoder::new(cfg, image());
-                    if opts.after_reset {
-                        d.reset();
-                    }
-                    d
-                }),
-                prev: raw.then(Vec::new),
-            },
-            SourceKind::Etm3(cfg) => Proto::Etm3 {
-                parser: Etm3Parser::new(cfg),
-                decoder: opts.elements.then(|| {
-                    let mut d = Etm3Decoder::new(cfg, image());
-                    if opts.after_reset {
-                        d.reset();
-                    }
-                    d
-                }),
-            },
+            SourceKind::Etm4(cfg) => Proto::Etm4 { parser: Etm4Parser::new(cfg), decoder: new_decoder(cfg, plan, opts) },
+            SourceKind::Ptm(cfg) => {
+                Proto::Ptm { parser: PtmParser::new(cfg), decoder: new_decoder(cfg, plan, opts), prev: raw.then(Vec::new) }
+            }
+            SourceKind::Etm3(cfg) => Proto::Etm3 { parser: Etm3Parser::new(cfg), decoder: new_decoder(cfg, plan, opts) },
             SourceKind::Unsupported { .. } => return None,
         };
         Some(Chain { proto, source: si, recover: opts.decoder.recover })
@@ -507,9 +509,9 @@ impl Chain {
 
     fn is_fatal(&self) -> bool {
         match &self.proto {
-            Proto::Etm4 { decoder, .. } => decoder.as_ref().is_some_and(|d| d.is_fatal()),
-            Proto::Ptm { decoder, .. } => decoder.as_ref().is_some_and(|d| d.is_fatal()),
-            Proto::Etm3 { decoder, .. } => decoder.as_ref().is_some_and(|d| d.is_fatal()),
+            Proto::Etm4 { decoder, .. } => is_fatal(decoder),
+            Proto::Ptm { decoder, .. } => is_fatal(decoder),
+            Proto::Etm3 { decoder, .. } => is_fatal(decoder),
         }
     }
 
@@ -538,7 +540,7 @@ impl Chain {
                 parser.push_until(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
                     counts.packets += 1;
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
-                    decode_packet!(decoder, recover, pk, source, on_event, counts)
+                    decode_packet(decoder, recover, pk, source, on_event, counts)
                 });
             }
             Proto::Ptm { parser, decoder, prev } => {
@@ -549,7 +551,7 @@ impl Chain {
                 parser.push_with_overread(index, bytes, overread, &mut |pk: &PtmPacket, raw: &[u8]| {
                     counts.packets += 1;
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw });
-                    decode_packet!(decoder, recover, pk, source, on_event, counts)
+                    decode_packet(decoder, recover, pk, source, on_event, counts)
                 });
                 if let Some(p) = prev {
                     p.clear();
@@ -560,7 +562,7 @@ impl Chain {
                 parser.push_until(index, bytes, &mut |pk: &Etm3Packet, raw: &[u8]| {
                     counts.packets += 1;
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm3(pk), raw });
-                    decode_packet!(decoder, recover, pk, source, on_event, counts)
+                    decode_packet(decoder, recover, pk, source, on_event, counts)
                 });
             }
         }
@@ -575,7 +577,7 @@ impl Chain {
                 $parser.finish(&mut |pk: &$pkty, raw: &[u8]| {
                     counts.packets += 1;
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::$variant(pk), raw });
-                    decode_packet!($decoder.as_mut(), recover, pk, source, on_event, counts);
+                    decode_packet($decoder, recover, pk, source, on_event, counts);
                 });
                 if let Some(d) = $decoder.as_mut() {
                     if !d.is_fatal() {
@@ -638,17 +640,17 @@ impl Chain {
         match (&mut self.proto, &plan.sources[self.source].kind) {
             (Proto::Etm4 { parser, decoder }, SourceKind::Etm4(cfg)) => {
                 *parser = Etm4Parser::load_state(cfg, pstate)?;
-                *decoder = dstate.map(|d| Etm4Decoder::load_state(cfg, plan.image.clone(), &d)).transpose()?;
+                *decoder = load_decoder(cfg, plan, dstate)?;
             }
             (Proto::Etm3 { parser, decoder }, SourceKind::Etm3(cfg)) => {
                 *parser = Etm3Parser::load_state(cfg, pstate)?;
-                *decoder = dstate.map(|d| Etm3Decoder::load_state(cfg, plan.image.clone(), &d)).transpose()?;
+                *decoder = load_decoder(cfg, plan, dstate)?;
             }
             (Proto::Ptm { parser, decoder, prev }, SourceKind::Ptm(cfg)) => {
                 let (p, saved_prev): (Vec<u8>, Option<Vec<u8>>) =
                     crate::protocol::read_state("PTM chain", pstate)?;
                 *parser = PtmParser::load_state(cfg, &p)?;
-                *decoder = dstate.map(|d| PtmDecoder::load_state(cfg, plan.image.clone(), &d)).transpose()?;
+                *decoder = load_decoder(cfg, plan, dstate)?;
                 *prev = saved_prev;
             }
             _ => return Err(SessionError::StateProtocol),

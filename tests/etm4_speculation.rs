@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tracesight::element::{write_opencsd_element, Element, MemSpace};
 use tracesight::image::memory::MemoryImage;
+use tracesight::protocol::Decoder;
 use tracesight::protocol::etm4::decoder::{
     DecoderOptions, DecoderOutput, Etm4Decoder, SpecKind, SpecRecord, SpecState,
 };

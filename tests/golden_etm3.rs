@@ -16,6 +16,7 @@ use std::sync::Arc;
 use tracesight::element;
 use tracesight::frame::{Deformatter, Flow, FrameMode, FrameSink};
 use tracesight::image::memory::MemoryImage;
+use tracesight::protocol::Decoder;
 use tracesight::input::Snapshot;
 use tracesight::protocol::etm3::{display, Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
 use tracesight::protocol::etm4::decoder::DecoderOutput;

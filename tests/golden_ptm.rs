@@ -16,6 +16,7 @@ use std::sync::Arc;
 use tracesight::element;
 use tracesight::frame::{Deformatter, FrameMode};
 use tracesight::image::memory::MemoryImage;
+use tracesight::protocol::Decoder;
 use tracesight::input::{BufferFormat, Snapshot};
 use tracesight::protocol::etm4::decoder::DecoderOutput;
 use tracesight::protocol::ptm::{display, PtmConfig, PtmDecoder, PtmPacket, PtmPacketType, PtmParser};

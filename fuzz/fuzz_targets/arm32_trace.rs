@@ -19,6 +19,7 @@ use std::sync::Arc;
 use libfuzzer_sys::fuzz_target;
 use tracesight::element::MemSpace;
 use tracesight::image::memory::MemoryImage;
+use tracesight::protocol::Decoder;
 use tracesight::protocol::etm3::{self, Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
 use tracesight::protocol::ptm::{self, PtmConfig, PtmDecoder, PtmPacket, PtmParser};
 

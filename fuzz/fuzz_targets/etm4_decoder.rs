@@ -21,6 +21,7 @@ mod common;
 use libfuzzer_sys::fuzz_target;
 use tracesight::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder};
 use tracesight::protocol::etm4::{Etm4Parser, Packet};
+use tracesight::protocol::Decoder;
 
 fuzz_target!(|input: &[u8]| {
     if input.len() < 3 {

@@ -6,9 +6,12 @@
 //! end of the trace. Packets are handed to the sink by reference, together with
 //! their raw bytes, so no packet is ever allocated.
 
+pub mod decoder;
 pub mod etm3;
 pub mod etm4;
 pub mod ptm;
+
+pub use decoder::{Decoder, DecoderCore};
 
 
 /// Bounds a saved parser or decoder state must meet before it is used: index

@@ -15,7 +15,6 @@
 //! context ID packet, the number of an exception entry marker). The pool is
 //! modelled here so those values come out the same.
 
-use std::fmt::Write;
 use std::sync::Arc;
 
 use super::config::Etm3Config;
@@ -26,20 +25,11 @@ use crate::element::{
 };
 use crate::image::instr::{self, DecodeOptions, InstrError, ItState};
 use crate::image::memory::MemoryImage;
+use crate::protocol::decoder::{DecodeError, Decoder, DecoderCore};
+use crate::protocol::etm4::decoder::DecoderOptions;
+use crate::protocol::ProtocolError;
 use crate::protocol::etm4::config::CoreProfile;
 pub use crate::protocol::etm4::decoder::DecoderOutput;
-
-const ERR_BAD_PACKET_SEQ: u32 = 0x13;
-const ERR_UNSUPPORTED_ISA: u32 = 0x16;
-const ERR_HW_CFG_UNSUPP: u32 = 0x17;
-
-fn error_text(code: u32) -> (&'static str, &'static str) {
-    match code {
-        ERR_BAD_PACKET_SEQ => ("OCSD_ERR_BAD_PACKET_SEQ", "Bad packet sequence"),
-        ERR_UNSUPPORTED_ISA => ("OCSD_ERR_UNSUPPORTED_ISA", "ISA not supported in decoder"),
-        _ => ("OCSD_ERR_HW_CFG_UNSUPP", "Programmed trace configuration not supported by decodUer."),
-    }
-}
 
 /// OpenCSD's generic element types that ETMv3 produces.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -169,7 +159,7 @@ impl ElemList {
     /// the ring grows by half when full, from 8, and a decode holds back at
     /// most the two last elements (an exception return and its range), so
     /// 2^16 slots is far beyond any real list.
-    fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
+    fn check(&self) -> Result<(), ProtocolError> {
         let n = self.slots.len();
         crate::protocol::check_state(
             "ETMv3 decoder",
@@ -271,7 +261,7 @@ enum State {
 
 /// The ETMv3 element decoder for one trace ID.
 ///
-/// Its decode state serializes ([`Etm3Decoder::save_state`]) so that decoding
+/// Its decode state serializes ([`Decoder::save_state`]) so that decoding
 /// can resume exactly; configuration and program image are supplied again on
 /// load.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -280,7 +270,7 @@ pub struct Etm3Decoder {
     cfg: Etm3Config,
     #[serde(skip)]
     image: Arc<MemoryImage>,
-    trace_id: u8,
+    core: DecoderCore,
     #[serde(skip)]
     idec: DecodeOptions,
     it: ItState,
@@ -293,10 +283,50 @@ pub struct Etm3Decoder {
     ctx: Ctx,
     list: ElemList,
     follow: Follower,
-    index_curr: u64,
-    fatal: bool,
-    time: Time,
-    msg: String,
+}
+
+impl Decoder for Etm3Decoder {
+    type Config = Etm3Config;
+    type Packet = Etm3Packet;
+    const TAG: &'static str = "DCD_ETMV3";
+    const STATE: &'static str = "ETMv3 decoder";
+    const RESYNC: &'static str = "A-sync and I-sync";
+
+    fn create(cfg: &Etm3Config, image: Arc<MemoryImage>, _opts: DecoderOptions) -> Etm3Decoder {
+        Etm3Decoder::new(cfg, image)
+    }
+
+    fn core(&self) -> &DecoderCore {
+        &self.core
+    }
+
+    fn core_mut(&mut self) -> &mut DecoderCore {
+        &mut self.core
+    }
+
+    fn packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Etm3Packet, sink: &mut F) {
+        self.take_packet(pkt, sink);
+    }
+
+    fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        self.end_of_trace(sink);
+    }
+
+    fn restart(&mut self, why: UnsyncReason) {
+        self.unsync = why;
+        self.reset_decoder();
+    }
+
+    fn restore(&mut self, cfg: &Etm3Config, image: Arc<MemoryImage>) {
+        let fresh = Etm3Decoder::new(cfg, image);
+        self.cfg = fresh.cfg;
+        self.image = fresh.image;
+        self.idec = fresh.idec;
+    }
+
+    fn check(&self) -> Result<(), ProtocolError> {
+        self.list.check()
+    }
 }
 
 impl Etm3Decoder {
@@ -312,7 +342,7 @@ impl Etm3Decoder {
         let mut d = Etm3Decoder {
             cfg: cfg.clone(),
             image,
-            trace_id: cfg.trace_id(),
+            core: DecoderCore::new(cfg.trace_id()),
             idec,
             it: ItState::new(),
             state: State::NoSync,
@@ -338,60 +368,9 @@ impl Etm3Decoder {
                 nacc_addr: 0,
                 space: MemSpace::S,
             },
-            index_curr: 0,
-            fatal: false,
-            time: Time::default(),
-            msg: String::new(),
         };
         d.reset_decoder();
         d
-    }
-
-    /// The decode state, for a later [`Etm3Decoder::load_state`].
-    pub fn save_state(&self) -> Vec<u8> {
-        bincode::serialize(self).unwrap_or_default()
-    }
-
-    /// A decoder continuing from a saved state, with its configuration and
-    /// program image supplied again.
-    pub fn load_state(cfg: &Etm3Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm3Decoder, crate::protocol::ProtocolError> {
-        let mut d: Etm3Decoder = crate::protocol::read_state("ETMv3 decoder", state)?;
-        d.list.check()?;
-        let fresh = Etm3Decoder::new(cfg, image);
-        d.cfg = fresh.cfg;
-        d.image = fresh.image;
-        d.idec = fresh.idec;
-        Ok(d)
-    }
-
-    /// True after a packet the decoder cannot go past (data trace, a bad
-    /// sequence or a reserved header); OpenCSD stops the whole data path there
-    /// ("Data Path fatal error").
-    pub fn is_fatal(&self) -> bool {
-        self.fatal
-    }
-
-    /// Recovery mode (not OpenCSD): after a fatal error, say so (a message,
-    /// and a `NO_SYNC [fatal-error-resync]` element with the next packet) and
-    /// wait for the next A-sync and I-sync instead of stopping. Does nothing
-    /// unless [`Etm3Decoder::is_fatal`].
-    pub fn recover<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        if !self.fatal {
-            return;
-        }
-        let m = crate::protocol::recovery_message("DCD_ETMV3", self.trace_id, self.index_curr, None, "A-sync and I-sync");
-        sink(DecoderOutput::Message(&m));
-        self.fatal = false;
-        self.unsync = UnsyncReason::FatalError;
-        self.reset_decoder();
-    }
-
-    /// Back to the unsynchronised start state, as between the buffers of a
-    /// multi-session decode.
-    pub fn reset(&mut self) {
-        self.fatal = false;
-        self.unsync = UnsyncReason::ResetDecoder;
-        self.reset_decoder();
     }
 
     fn reset_decoder(&mut self) {
@@ -410,7 +389,7 @@ impl Etm3Decoder {
     // ---- output ----------------------------------------------------------
 
     fn elem(&mut self, kind: Kind) -> usize {
-        let s = self.list.next(self.index_curr);
+        let s = self.list.next(self.core.index_curr);
         self.list.slots[s].set_type(kind);
         s
     }
@@ -465,37 +444,22 @@ impl Etm3Decoder {
                 return;
             }
         };
-        if let Some(cc) = cycle_count {
-            self.time.total_cycles += cc as u64;
-        }
-        if let ElementKind::Timestamp { value } = kind {
-            self.time.timestamp = Some(value);
-        }
-        let e = Element { index: s.index, trace_id: self.trace_id, kind, isa: s.isa, cycle_count, time: self.time };
-        sink(DecoderOutput::Element(&e));
+        let e = Element { index: s.index, trace_id: self.core.trace_id, kind, isa: s.isa, cycle_count, time: Time::default() };
+        self.core.deliver(e, sink);
     }
 
-    fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, code: u32, index: Option<u64>, text: &str) {
-        let (name, desc) = error_text(code);
-        self.msg.clear();
-        let _ = write!(self.msg, "DCD_ETMV3_{:04} : 0x{:04x} ({}) [{}]; ", self.trace_id, code, name, desc);
-        if let Some(i) = index {
-            let _ = write!(self.msg, "TrcIdx={i}; CS ID={:02x}; ", self.trace_id);
-        }
-        self.msg.push_str(text);
-        let m = std::mem::take(&mut self.msg);
-        sink(DecoderOutput::Message(&m));
-        self.msg = m;
+    fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, text: &str) {
+        self.core.log(sink, Self::TAG, err, index, text);
     }
 
     // ---- packet entry -----------------------------------------------------
 
-    /// Decode one packet.
-    pub fn packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Etm3Packet, sink: &mut F) {
-        if self.fatal {
+    /// [`Decoder::packet`].
+    fn take_packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Etm3Packet, sink: &mut F) {
+        if self.core.fatal {
             return;
         }
-        self.index_curr = pkt.index;
+        self.core.index_curr = pkt.index;
         let mut done = false;
         while !done {
             match self.state {
@@ -533,9 +497,10 @@ impl Etm3Decoder {
         }
     }
 
-    /// End of trace: what is held back goes out, then the end-of-trace element.
-    pub fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        if self.fatal {
+    /// [`Decoder::finish`]: what is held back goes out, then the end-of-trace
+    /// element.
+    fn end_of_trace<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if self.core.fatal {
             return;
         }
         let s = self.elem(Kind::EoTrace);
@@ -557,8 +522,8 @@ impl Etm3Decoder {
         if pkt.ptype != P::BranchAddress {
             self.list.commit_all();
         }
-        let fail: Option<(u32, &str, bool)> = match pkt.ptype {
-            P::NotSync => Some((ERR_BAD_PACKET_SEQ, "Trace Packet Synchronisation Lost", false)),
+        let fail: Option<(DecodeError, &str, bool)> = match pkt.ptype {
+            P::NotSync => Some((DecodeError::BadPacketSeq, "Trace Packet Synchronisation Lost", false)),
             P::IncompleteEot | P::ASync | P::Ignore => None,
             P::CycleCount => {
                 let s = self.elem(Kind::CycleCount);
@@ -617,16 +582,16 @@ impl Etm3Decoder {
             | P::DataSuppressed
             | P::ValueNotTraced
             | P::BadTraceMode => {
-                Some((ERR_HW_CFG_UNSUPP, "Invalid packet type : Data Tracing decode not supported.", true))
+                Some((DecodeError::HwConfigUnsupported, "Invalid packet type : Data Tracing decode not supported.", true))
             }
-            P::BadSequence => Some((ERR_BAD_PACKET_SEQ, "Bad Packet sequence.", true)),
-            _ => Some((ERR_BAD_PACKET_SEQ, "Reserved or unknown packet ID.", true)),
+            P::BadSequence => Some((DecodeError::BadPacketSeq, "Bad Packet sequence.", true)),
+            _ => Some((DecodeError::BadPacketSeq, "Reserved or unknown packet ID.", true)),
         };
         if let Some((code, text, fatal)) = fail {
-            self.log(sink, code, Some(self.index_curr), text);
+            self.log(sink, code, Some(self.core.index_curr), text);
             self.unsync = UnsyncReason::BadPacket;
             self.reset_decoder();
-            self.fatal = fatal;
+            self.core.fatal = fatal;
             return true;
         }
         let to_send = self.list.to_send();
@@ -635,7 +600,7 @@ impl Etm3Decoder {
     }
 
     fn process_isync(&mut self, pkt: &Etm3Packet, first: bool) {
-        let mut s = self.list.next(self.index_curr);
+        let mut s = self.list.next(self.core.index_curr);
         if first || pkt.isync.reason != 0 {
             self.list.slots[s].set_type(Kind::TraceOn);
             self.list.slots[s].payload = match pkt.isync.reason {
@@ -643,7 +608,7 @@ impl Etm3Decoder {
                 3 => ON_DEBUG,
                 _ => ON_NORMAL,
             };
-            s = self.list.next(self.index_curr);
+            s = self.list.next(self.core.index_curr);
         }
         if pkt.context_updated() || first {
             if first {
@@ -773,7 +738,7 @@ impl Etm3Decoder {
                             isa.name(),
                             self.iaddr
                         );
-                        self.log(sink, ERR_UNSUPPORTED_ISA, Some(self.index_curr), &text);
+                        self.log(sink, DecodeError::UnsupportedIsa, Some(self.core.index_curr), &text);
                         self.need_addr = true;
                         self.sent_unknown = true;
                         break;

@@ -12,6 +12,7 @@ use super::packet::{Etm3Packet, PacketType};
 use super::parser::Etm3Parser;
 use crate::element::{self, MemSpace};
 use crate::image::memory::MemoryImage;
+use crate::protocol::Decoder;
 
 const ASYNC: [u8; 6] = [0, 0, 0, 0, 0, 0x80];
 

@@ -10,7 +10,6 @@
 //! element for element, including its error handling and resynchronisation.
 
 use std::collections::VecDeque;
-use std::fmt::Write;
 use std::sync::Arc;
 
 use super::config::{CoreProfile, Etm4Config};
@@ -19,79 +18,12 @@ use crate::element::{
     Element, ElementKind, Time, InstrSubtype, InstrType, Isa, MemSpace, MemTrans, PeContext, Security, TraceOnReason,
     UnsyncReason,
 };
-use crate::image::instr::{self, DecodeOptions, InstrError, InstrInfo, ItState};
+use crate::image::instr::{self, DecodeOptions, InstrInfo, ItState};
 use crate::image::memory::MemoryImage;
+use crate::protocol::decoder::{Decoder, DecoderCore, ReturnStack};
+use crate::protocol::ProtocolError;
 
-/// OpenCSD error codes that appear in decoder messages (ocsd_err_t values).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DecodeError {
-    BadPacketSeq,
-    UnsupportedIsa,
-    UnsupportedPacket,
-    BadDecodePacket,
-    CommitOverrun,
-    ReturnStackOverflow,
-    InvalidOpcode,
-    RangeLimitOverrun,
-    BadImage,
-}
-
-impl DecodeError {
-    fn code(self) -> u32 {
-        match self {
-            DecodeError::BadPacketSeq => 0x13,
-            DecodeError::UnsupportedIsa => 0x16,
-            DecodeError::UnsupportedPacket => 0x18,
-            DecodeError::BadDecodePacket => 0x19,
-            DecodeError::CommitOverrun => 0x1a,
-            DecodeError::ReturnStackOverflow => 0x1c,
-            DecodeError::InvalidOpcode => 0x2c,
-            DecodeError::RangeLimitOverrun => 0x2d,
-            DecodeError::BadImage => 0x2e,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            DecodeError::BadPacketSeq => "OCSD_ERR_BAD_PACKET_SEQ",
-            DecodeError::UnsupportedIsa => "OCSD_ERR_UNSUPPORTED_ISA",
-            DecodeError::UnsupportedPacket => "OCSD_ERR_UNSUPP_DECODE_PKT",
-            DecodeError::BadDecodePacket => "OCSD_ERR_BAD_DECODE_PKT",
-            DecodeError::CommitOverrun => "OCSD_ERR_COMMIT_PKT_OVERRUN",
-            DecodeError::ReturnStackOverflow => "OCSD_ERR_RET_STACK_OVERFLOW",
-            DecodeError::InvalidOpcode => "OCSD_ERR_INVALID_OPCODE",
-            DecodeError::RangeLimitOverrun => "OCSD_ERR_I_RANGE_LIMIT_OVERRUN",
-            DecodeError::BadImage => "OCSD_ERR_BAD_DECODE_IMAGE",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            DecodeError::BadPacketSeq => "Bad packet sequence",
-            DecodeError::UnsupportedIsa => "ISA not supported in decoder",
-            DecodeError::UnsupportedPacket => "Packet not supported in decoder",
-            DecodeError::BadDecodePacket => "Reserved or unknown packet in decoder.",
-            DecodeError::CommitOverrun => "Overrun in commit packet stack - tried to commit more than available",
-            DecodeError::ReturnStackOverflow => {
-                "Internal return stack overflow checks failed - popped more than we pushed."
-            }
-            DecodeError::InvalidOpcode => "Illegal Opode found while decoding program memory.",
-            DecodeError::RangeLimitOverrun => {
-                "An optional limit on consecutive instructions in range during decode has been exceeded."
-            }
-            DecodeError::BadImage => "Inconsistent program memory image detected.",
-        }
-    }
-}
-
-impl From<InstrError> for DecodeError {
-    fn from(e: InstrError) -> Self {
-        match e {
-            InstrError::UnsupportedIsa => DecodeError::UnsupportedIsa,
-            InstrError::InvalidOpcode => DecodeError::InvalidOpcode,
-        }
-    }
-}
+pub use crate::protocol::decoder::DecodeError;
 
 /// What a speculative (P0) element was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -338,58 +270,6 @@ impl P0 {
     }
 }
 
-/// The return stack (ETMv4 TRCCONFIGR.RS): 16 entries, as OpenCSD keeps.
-#[derive(serde::Serialize, serde::Deserialize, Clone, Debug, Default)]
-struct ReturnStack {
-    active: bool,
-    pop_pending: bool,
-    tinfo_wait_addr: bool,
-    head: usize,
-    entries: i32,
-    stack: [(u64, Isa); 16],
-}
-
-impl ReturnStack {
-    fn push(&mut self, addr: u64, isa: Isa) {
-        if self.active && !self.tinfo_wait_addr {
-            self.head = (self.head + 1) % 16;
-            self.stack[self.head] = (addr, isa);
-            if self.entries < 16 {
-                self.entries += 1;
-            }
-        }
-    }
-
-    fn pop(&mut self) -> Option<(u64, Isa)> {
-        let mut r = None;
-        if self.active {
-            if self.entries > 0 {
-                r = Some(self.stack[self.head]);
-                self.head = (self.head + 15) % 16;
-            }
-            self.entries -= 1;
-            self.pop_pending = false;
-        }
-        r
-    }
-
-    fn flush(&mut self) {
-        self.head = 15;
-        self.entries = 0;
-        self.pop_pending = false;
-    }
-
-    fn overflow(&self) -> bool {
-        self.entries < 0
-    }
-
-    fn set_pop_pending(&mut self) {
-        if self.active {
-            self.pop_pending = true;
-        }
-    }
-}
-
 #[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct ElemRes {
     commit: i64,
@@ -447,7 +327,7 @@ struct WalkCacheEntry {
 
 /// The decoder for one trace source.
 ///
-/// Its decode state serializes ([`Etm4Decoder::save_state`]) so that an index
+/// Its decode state serializes ([`Decoder::save_state`]) so that an index
 /// can restart decoding exactly; configuration, image and caches are supplied
 /// again on load.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -459,13 +339,12 @@ pub struct Etm4Decoder {
     image: Arc<MemoryImage>,
     #[serde(skip)]
     idec: DecodeOptions,
-    trace_id: u8,
+    core: DecoderCore,
     state: State,
     stack: VecDeque<P0>,
     res: ElemRes,
     /// Elements built for the current step, sent together.
     out: Vec<Element>,
-    msg: String,
     last_is: u8,
     need_ctxt: bool,
     need_addr: bool,
@@ -481,11 +360,8 @@ pub struct Etm4Decoder {
     unsync_index: Option<u64>,
     ete_first_ts_marker: bool,
     next_range_check: Option<u64>,
-    index_curr: u64,
     /// Elements of the ISA last set by a context (persistent element data).
     elem_isa: Isa,
-    /// An error the decoder cannot resynchronise from: the data path stops.
-    fatal: bool,
     /// Next P0 sequence number (speculation view).
     next_seq: u64,
     /// First P0 sequence number committed inside the open transaction.
@@ -494,8 +370,6 @@ pub struct Etm4Decoder {
     last_committed_seq: Option<u64>,
     #[serde(skip, default = "empty_walk_cache")]
     walk_cache: Box<[WalkCacheEntry]>,
-    /// Running time context of the trace ID.
-    time: Time,
 }
 
 fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
@@ -516,6 +390,83 @@ fn calc_isa(is_64bit: bool, is: u8) -> Isa {
     }
 }
 
+impl Decoder for Etm4Decoder {
+    type Config = Etm4Config;
+    type Packet = Packet;
+    const TAG: &'static str = "DCD_ETMV4";
+    const STATE: &'static str = "decoder";
+    const RESYNC: &'static str = "A-sync and Trace Info";
+
+    fn create(cfg: &Etm4Config, image: Arc<MemoryImage>, opts: DecoderOptions) -> Etm4Decoder {
+        Etm4Decoder::new(cfg, image, opts)
+    }
+
+    fn core(&self) -> &DecoderCore {
+        &self.core
+    }
+
+    fn core_mut(&mut self) -> &mut DecoderCore {
+        &mut self.core
+    }
+
+    fn packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
+        self.take_packet(pkt, sink);
+    }
+
+    fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        self.end_of_trace(sink);
+    }
+
+    fn restart(&mut self, why: UnsyncReason) {
+        self.reset_state();
+        self.state = State::NoSync;
+        self.unsync_reason = why;
+    }
+
+    fn restore(&mut self, cfg: &Etm4Config, image: Arc<MemoryImage>) {
+        let fresh = Etm4Decoder::new(cfg, image, self.opts);
+        self.cfg = fresh.cfg;
+        self.image = fresh.image;
+        self.idec = fresh.idec;
+    }
+
+    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
+    /// resolution counts are never negative and cannot exceed what the
+    /// element stack and the speculation depth allow (the architecture's
+    /// maximum depth is below 2^32, IHI 0064 TRCIDR8.MAXSPEC), and the return
+    /// stack's index and fill stay within its 16 entries.
+    fn check(&self) -> Result<(), ProtocolError> {
+        let depth_max = u32::MAX as i64;
+        let [rs_index, rs_fill] = self.rs.bounds();
+        crate::protocol::check_state(
+            "ETMv4 decoder",
+            &[
+                ((0..=depth_max).contains(&self.max_spec), "maximum speculation depth"),
+                // The depth counts P0 elements that may since have left the
+                // element stack, so only the architecture bounds it.
+                ((0..=depth_max).contains(&self.spec_depth), "speculation depth"),
+                ((0..=depth_max).contains(&self.res.commit), "commit count"),
+                ((0..=depth_max).contains(&self.res.cancel), "cancel count"),
+                rs_index,
+                rs_fill,
+                (self.stack.iter().all(|p| p.atom_count <= 32), "atom count of a stacked element"),
+                // The decoder never queues more (see MAX_QUEUED; a Trace Info
+                // adds its speculation depth, at most 2^16, and two more).
+                (self.stack.len() <= MAX_QUEUED + 3, "queued elements"),
+            ],
+        )
+    }
+
+    /// The speculative elements still on the stack are lost (each reported
+    /// so in the speculation view).
+    fn drop_held<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> Option<usize> {
+        let dropped = self.stack.len();
+        let at = Some(self.core.index_curr);
+        self.spec_drain(sink, SpecState::LostToError, at);
+        Some(dropped)
+    }
+}
+
 impl Etm4Decoder {
     pub fn new(cfg: &Etm4Config, image: Arc<MemoryImage>, opts: DecoderOptions) -> Etm4Decoder {
         let idec = DecodeOptions {
@@ -531,12 +482,11 @@ impl Etm4Decoder {
             opts,
             image,
             idec,
-            trace_id: cfg.trace_id(),
+            core: DecoderCore::new(cfg.trace_id()),
             state: State::NoSync,
             stack: VecDeque::with_capacity(64),
             res: ElemRes::default(),
             out: Vec::with_capacity(8),
-            msg: String::new(),
             last_is: 0,
             need_ctxt: true,
             need_addr: true,
@@ -547,100 +497,20 @@ impl Etm4Decoder {
             max_spec: cfg.max_spec_depth() as i64,
             spec_depth: 0,
             walk: Walk { addr: 0, isa: Isa::A32, last: InstrInfo::default(), it: ItState::new() },
-            rs: ReturnStack::default(),
+            rs: ReturnStack::new(false),
             unsync_reason: UnsyncReason::InitDecoder,
             unsync_index: None,
             ete_first_ts_marker: false,
             next_range_check: None,
-            index_curr: 0,
             elem_isa: Isa::A32,
-            fatal: false,
             next_seq: 0,
             tx_first_seq: None,
             last_committed_seq: None,
             walk_cache: empty_walk_cache(),
-            time: Time::default(),
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
         d
-    }
-
-    /// The decode state, for a later [`Etm4Decoder::load_state`].
-    pub fn save_state(&self) -> Vec<u8> {
-        bincode::serialize(self).unwrap_or_default()
-    }
-
-    /// A decoder continuing from a saved state, with its configuration and
-    /// program image supplied again.
-    pub fn load_state(cfg: &Etm4Config, image: Arc<MemoryImage>, state: &[u8]) -> Result<Etm4Decoder, crate::protocol::ProtocolError> {
-        let mut d: Etm4Decoder = crate::protocol::read_state("decoder", state)?;
-        d.check()?;
-        let fresh = Etm4Decoder::new(cfg, image, d.opts);
-        d.cfg = fresh.cfg;
-        d.image = fresh.image;
-        d.idec = fresh.idec;
-        Ok(d)
-    }
-
-    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
-    /// resolution counts are never negative and cannot exceed what the
-    /// element stack and the speculation depth allow (the architecture's
-    /// maximum depth is below 2^32, IHI 0064 TRCIDR8.MAXSPEC), and the return
-    /// stack's index and fill stay within its 16 entries.
-    fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
-        let depth_max = u32::MAX as i64;
-        crate::protocol::check_state(
-            "ETMv4 decoder",
-            &[
-                ((0..=depth_max).contains(&self.max_spec), "maximum speculation depth"),
-                // The depth counts P0 elements that may since have left the
-                // element stack, so only the architecture bounds it.
-                ((0..=depth_max).contains(&self.spec_depth), "speculation depth"),
-                ((0..=depth_max).contains(&self.res.commit), "commit count"),
-                ((0..=depth_max).contains(&self.res.cancel), "cancel count"),
-                (self.rs.head < self.rs.stack.len(), "return stack index"),
-                (self.rs.entries <= self.rs.stack.len() as i32, "return stack fill"),
-                (self.stack.iter().all(|p| p.atom_count <= 32), "atom count of a stacked element"),
-                // The decoder never queues more (see MAX_QUEUED; a Trace Info
-                // adds its speculation depth, at most 2^16, and two more).
-                (self.stack.len() <= MAX_QUEUED + 3, "queued elements"),
-            ],
-        )
-    }
-
-    /// True after an error the decoder cannot recover from; OpenCSD stops the
-    /// whole data path there ("Data Path fatal error").
-    pub fn is_fatal(&self) -> bool {
-        self.fatal
-    }
-
-    /// Recovery mode (not OpenCSD): after a fatal error, report what is
-    /// lost (a message, and a `NO_SYNC [fatal-error-resync]` element with the
-    /// next packet) and wait for the next A-sync and Trace Info instead of
-    /// stopping. Does nothing unless [`Etm4Decoder::is_fatal`].
-    pub fn recover<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        if !self.fatal {
-            return;
-        }
-        let dropped = self.stack.len();
-        let at = Some(self.index_curr);
-        self.spec_drain(sink, SpecState::LostToError, at);
-        let m = crate::protocol::recovery_message("DCD_ETMV4", self.trace_id, self.index_curr, Some(dropped), "A-sync and Trace Info");
-        sink(DecoderOutput::Message(&m));
-        self.fatal = false;
-        self.reset_state();
-        self.state = State::NoSync;
-        self.unsync_reason = UnsyncReason::FatalError;
-    }
-
-    /// Back to the unsynchronised start state, as between the buffers of a
-    /// multi-session decode.
-    pub fn reset(&mut self) {
-        self.fatal = false;
-        self.reset_state();
-        self.state = State::NoSync;
-        self.unsync_reason = UnsyncReason::ResetDecoder;
     }
 
     fn reset_state(&mut self) {
@@ -656,8 +526,7 @@ impl Etm4Decoder {
         self.ete_first_ts_marker = false;
         self.next_range_check = None;
         self.out.clear();
-        self.rs = ReturnStack { active: self.cfg.return_stack(), ..Default::default() };
-        self.rs.flush();
+        self.rs = ReturnStack::new(self.cfg.return_stack());
     }
 
     // ---- output ----------------------------------------------------------
@@ -665,7 +534,7 @@ impl Etm4Decoder {
     fn add(&mut self, index: u64, kind: ElementKind) {
         self.out.push(Element {
             index,
-            trace_id: self.trace_id,
+            trace_id: self.core.trace_id,
             kind,
             isa: self.elem_isa,
             cycle_count: None,
@@ -675,51 +544,29 @@ impl Etm4Decoder {
 
     /// Hand the pending elements over, stamping each with its time context.
     fn send<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        for mut e in self.out.drain(..) {
-            if let Some(cc) = e.cycle_count {
-                self.time.total_cycles += cc as u64;
-            }
-            if let ElementKind::Timestamp { value } = e.kind {
-                self.time.timestamp = Some(value);
-            }
-            e.time = self.time;
-            sink(DecoderOutput::Element(&e));
+        for e in self.out.drain(..) {
+            self.core.deliver(e, sink);
         }
     }
 
     fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, text: &str) {
-        self.msg.clear();
-        let _ = write!(
-            self.msg,
-            "DCD_ETMV4_{:04} : 0x{:04x} ({}) [{}]; ",
-            self.trace_id,
-            err.code(),
-            err.name(),
-            err.description()
-        );
-        if let Some(i) = index {
-            let _ = write!(self.msg, "TrcIdx={i}; CS ID={:02x}; ", self.trace_id);
-        }
-        self.msg.push_str(text);
-        let m = std::mem::take(&mut self.msg);
-        sink(DecoderOutput::Message(&m));
-        self.msg = m;
+        self.core.log(sink, Self::TAG, err, index, text);
     }
 
     // ---- packet entry -----------------------------------------------------
 
-    /// Decode one packet.
-    pub fn packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
+    /// [`Decoder::packet`].
+    fn take_packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
         // Only the first chunk of unsynchronised bytes reaches the decoder.
         if pkt.ptype == PacketType::NotSync && !pkt.first_not_sync {
             return;
         }
-        self.index_curr = pkt.index;
+        self.core.index_curr = pkt.index;
         loop {
             match self.state {
                 State::NoSync => {
                     self.out.clear();
-                    self.add(self.index_curr, ElementKind::NoSync(self.unsync_reason));
+                    self.add(self.core.index_curr, ElementKind::NoSync(self.unsync_reason));
                     self.send(sink);
                     self.state = State::WaitSync;
                 }
@@ -758,8 +605,8 @@ impl Etm4Decoder {
         }
     }
 
-    /// End of trace: flush what can be, then the end-of-trace element.
-    pub fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+    /// [`Decoder::finish`]: flush what can be, then the end-of-trace element.
+    fn end_of_trace<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
         self.out.clear();
         self.spec_drain(sink, SpecState::Unresolved, None);
         while let Some(e) = self.stack.front().copied() {
@@ -786,7 +633,7 @@ impl Etm4Decoder {
             self.stack.pop_front();
         }
         let reason = if self.prev_overflow { UnsyncReason::Overflow } else { UnsyncReason::EndOfTrace };
-        self.add(self.index_curr, ElementKind::EndOfTrace(reason));
+        self.add(self.core.index_curr, ElementKind::EndOfTrace(reason));
         self.send(sink);
     }
 
@@ -828,7 +675,7 @@ impl Etm4Decoder {
         if self.opts.speculation {
             let r = SpecRecord {
                 seq: e.seq + unit as u64,
-                trace_id: self.trace_id,
+                trace_id: self.core.trace_id,
                 kind: e.spec_kind(unit),
                 created: e.index,
                 resolved: at,
@@ -1054,7 +901,7 @@ impl Etm4Decoder {
     /// A sequence error while resolving: log, resynchronise.
     fn seq_error<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, why: &str) {
         self.log(sink, err, index, why);
-        let at = Some(self.index_curr);
+        let at = Some(self.core.index_curr);
         self.spec_drain(sink, SpecState::LostToError, at);
         self.reset_state();
         self.state = State::NoSync;
@@ -1083,7 +930,7 @@ impl Etm4Decoder {
                         ok = self.mispredict(sink);
                     }
                     if ok && self.res.discard {
-                        let at = Some(self.index_curr);
+                        let at = Some(self.core.index_curr);
                         self.spec_drain(sink, SpecState::Discarded, at);
                         self.discard_elements();
                     }
@@ -1104,7 +951,7 @@ impl Etm4Decoder {
                         }
                         self.state = State::WaitSync;
                     } else {
-                        self.fatal = true;
+                        self.core.fatal = true;
                     }
                     return true;
                 }
@@ -1137,7 +984,7 @@ impl Etm4Decoder {
             err_index = Some(e.index);
             let mut pop = true;
             if e.is_p0 && e.kind != P0Kind::Atom {
-                let at = Some(self.index_curr);
+                let at = Some(self.core.index_curr);
                 self.spec_record(sink, &e, 0, SpecState::Committed, at);
                 self.last_committed_seq = Some(e.seq);
             }
@@ -1167,7 +1014,7 @@ impl Etm4Decoder {
                 P0Kind::Atom => {
                     while e.atom_count > 0 && self.res.commit > 0 && ok {
                         let state = if e.mispredicted & 1 == 1 { SpecState::CorrectedByMispredict } else { SpecState::Committed };
-                        let at = Some(self.index_curr);
+                        let at = Some(self.core.index_curr);
                         self.spec_record(sink, &e, 0, state, at);
                         self.last_committed_seq = Some(e.seq);
                         let taken = e.commit_oldest();
@@ -1342,7 +1189,7 @@ impl Etm4Decoder {
     fn transaction_failed<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64) {
         if let (Some(first), Some(last)) = (self.tx_first_seq.take(), self.last_committed_seq) {
             if self.opts.speculation && last >= first {
-                sink(DecoderOutput::TransactionFailed { trace_id: self.trace_id, first_seq: first, last_seq: last, index });
+                sink(DecoderOutput::TransactionFailed { trace_id: self.core.trace_id, first_seq: first, last_seq: last, index });
             }
         }
     }
@@ -1471,7 +1318,7 @@ impl Etm4Decoder {
     fn range_element(&mut self, index: u64, r: Range, executed: bool, info: &InstrInfo, isa: Isa) {
         self.out.push(Element {
             index,
-            trace_id: self.trace_id,
+            trace_id: self.core.trace_id,
             kind: ElementKind::InstrRange {
                 start: r.start,
                 end: r.end,
@@ -1585,7 +1432,7 @@ impl Etm4Decoder {
 
     fn bad_image<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, why: &str) {
         self.log(sink, DecodeError::BadImage, Some(index), why);
-        let at = Some(self.index_curr);
+        let at = Some(self.core.index_curr);
         self.spec_drain(sink, SpecState::LostToError, at);
         self.reset_state();
         self.state = State::NoSync;
@@ -1606,7 +1453,7 @@ impl Etm4Decoder {
                 i += 1;
             }
             let Some(a) = self.stack.get(i).filter(|a| a.kind == P0Kind::Addr).copied() else {
-                let cur = self.index_curr;
+                let cur = self.core.index_curr;
                 self.seq_error(sink, DecodeError::BadPacketSeq, Some(cur), "Address missing in exception packet.");
                 return false;
             };
@@ -1816,7 +1663,7 @@ impl Etm4Decoder {
             let isa = calc_isa(self.is_64bit, q_is);
             self.out.push(Element {
                 index: e.index,
-                trace_id: self.trace_id,
+                trace_id: self.core.trace_id,
                 kind: ElementKind::RangeNoPath { start: r.start, next: q_addr, count: e.value },
                 isa,
                 cycle_count: None,
@@ -1835,7 +1682,7 @@ impl Etm4Decoder {
         let mut ok = true;
         while self.res.cancel > 0 {
             let Some(mut e) = self.stack.pop_back() else {
-                let cur = self.index_curr;
+                let cur = self.core.index_curr;
                 self.seq_error(sink, DecodeError::CommitOverrun, Some(cur), "Not enough elements to cancel");
                 self.res.cancel = 0;
                 ok = false;
@@ -1844,7 +1691,7 @@ impl Etm4Decoder {
             if e.is_p0 {
                 if e.kind == P0Kind::Atom {
                     let k = (self.res.cancel as u32).min(e.atom_count as u32);
-                    let at = Some(self.index_curr);
+                    let at = Some(self.core.index_curr);
                     for u in e.atom_count as u32 - k..e.atom_count as u32 {
                         self.spec_record(sink, &e, u, SpecState::Canceled, at);
                     }
@@ -1853,7 +1700,7 @@ impl Etm4Decoder {
                         self.stack.push_back(e);
                     }
                 } else {
-                    let at = Some(self.index_curr);
+                    let at = Some(self.core.index_curr);
                     self.spec_record(sink, &e, 0, SpecState::Canceled, at);
                     self.res.cancel -= 1;
                 }
@@ -1894,7 +1741,7 @@ impl Etm4Decoder {
         }
         self.res.mispredict = false;
         if !found {
-            let cur = self.index_curr;
+            let cur = self.core.index_curr;
             self.seq_error(sink, DecodeError::CommitOverrun, Some(cur), "Not found mispredict atom");
         }
         found

@@ -9,7 +9,6 @@
 //! does, element for element (including its use of the return stack and of
 //! waypoint update packets, and its error handling).
 
-use std::fmt::Write;
 use std::sync::Arc;
 
 use super::config::PtmConfig;
@@ -18,8 +17,11 @@ use crate::element::{
     Element, ElementKind, InstrSubtype, InstrType, Isa, MemSpace, PeContext, Security, Time, TraceOnReason,
     UnsyncReason,
 };
-use crate::image::instr::{self, DecodeOptions, InstrError, InstrInfo, ItState};
+use crate::image::instr::{self, DecodeOptions, InstrInfo, ItState};
 use crate::image::memory::MemoryImage;
+use crate::protocol::decoder::{DecodeError, Decoder, DecoderCore, ReturnStack};
+use crate::protocol::etm4::decoder::DecoderOptions;
+use crate::protocol::ProtocolError;
 use crate::protocol::etm4::decoder::DecoderOutput;
 use crate::protocol::etm4::CoreProfile;
 
@@ -43,99 +45,6 @@ enum WalkTo {
     AddressIncl(u64),
 }
 
-/// Errors that appear in decoder messages (OpenCSD `ocsd_err_t`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum DecodeError {
-    UnsupportedIsa,
-    ReturnStackOverflow,
-    InvalidOpcode,
-}
-
-impl DecodeError {
-    fn code(self) -> u32 {
-        match self {
-            DecodeError::UnsupportedIsa => 0x16,
-            DecodeError::ReturnStackOverflow => 0x1c,
-            DecodeError::InvalidOpcode => 0x2c,
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            DecodeError::UnsupportedIsa => "OCSD_ERR_UNSUPPORTED_ISA",
-            DecodeError::ReturnStackOverflow => "OCSD_ERR_RET_STACK_OVERFLOW",
-            DecodeError::InvalidOpcode => "OCSD_ERR_INVALID_OPCODE",
-        }
-    }
-
-    fn description(self) -> &'static str {
-        match self {
-            DecodeError::UnsupportedIsa => "ISA not supported in decoder",
-            DecodeError::ReturnStackOverflow => {
-                "Internal return stack overflow checks failed - popped more than we pushed."
-            }
-            DecodeError::InvalidOpcode => "Illegal Opode found while decoding program memory.",
-        }
-    }
-}
-
-impl From<InstrError> for DecodeError {
-    fn from(e: InstrError) -> Self {
-        match e {
-            InstrError::UnsupportedIsa => DecodeError::UnsupportedIsa,
-            InstrError::InvalidOpcode => DecodeError::InvalidOpcode,
-        }
-    }
-}
-
-/// The 16-entry return stack: calls push their return address, an E atom on
-/// an indirect branch pops it. Popping an empty stack is an error.
-#[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug)]
-struct ReturnStack {
-    /// From the configuration, so not saved.
-    #[serde(skip)]
-    active: bool,
-    head: usize,
-    entries: i32,
-    stack: [(u64, Isa); 16],
-}
-
-impl ReturnStack {
-    fn new(active: bool) -> ReturnStack {
-        ReturnStack { active, head: 15, entries: 0, stack: [(0, Isa::A32); 16] }
-    }
-
-    fn push(&mut self, addr: u64, isa: Isa) {
-        if self.active {
-            self.head = (self.head + 1) % 16;
-            self.stack[self.head] = (addr, isa);
-            if self.entries < 16 {
-                self.entries += 1;
-            }
-        }
-    }
-
-    fn pop(&mut self) -> Option<(u64, Isa)> {
-        let mut r = None;
-        if self.active {
-            if self.entries > 0 {
-                r = Some(self.stack[self.head]);
-                self.head = (self.head + 15) % 16;
-            }
-            self.entries -= 1;
-        }
-        r
-    }
-
-    fn flush(&mut self) {
-        self.head = 15;
-        self.entries = 0;
-    }
-
-    fn overflow(&self) -> bool {
-        self.entries < 0
-    }
-}
 
 /// Where the walk through the program image is.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug)]
@@ -156,7 +65,7 @@ struct Walk {
 
 /// The PTM element decoder for one trace ID.
 ///
-/// Its decode state serializes ([`PtmDecoder::save_state`]) so that decoding
+/// Its decode state serializes ([`Decoder::save_state`]) so that decoding
 /// can resume exactly; what comes from the configuration and the program
 /// image are supplied again on load.
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -166,8 +75,7 @@ pub struct PtmDecoder {
     #[serde(skip)]
     idec: DecodeOptions,
     it: ItState,
-    #[serde(skip)]
-    trace_id: u8,
+    core: DecoderCore,
     state: State,
     unsync_reason: UnsyncReason,
     need_isync: bool,
@@ -176,7 +84,6 @@ pub struct PtmDecoder {
     nacc_pending: bool,
     nacc_addr: u64,
     rs: ReturnStack,
-    index_curr: u64,
     /// Instruction set of the element being built (persists between elements
     /// as in OpenCSD's reused output element).
     elem_isa: Isa,
@@ -184,11 +91,53 @@ pub struct PtmDecoder {
     /// with the trace-on reason, exception number, instruction count and
     /// memory space: a NO_SYNC after a bad packet shows whichever was last set.
     shared_payload: u32,
-    fatal: bool,
-    /// Only a buffer reused between messages.
-    #[serde(skip)]
-    msg: String,
-    time: Time,
+}
+
+impl Decoder for PtmDecoder {
+    type Config = PtmConfig;
+    type Packet = PtmPacket;
+    const TAG: &'static str = "DCD_PTM";
+    const STATE: &'static str = "PTM decoder";
+    const RESYNC: &'static str = "A-sync and I-sync";
+
+    fn create(cfg: &PtmConfig, image: Arc<MemoryImage>, _opts: DecoderOptions) -> PtmDecoder {
+        PtmDecoder::new(cfg, image)
+    }
+
+    fn core(&self) -> &DecoderCore {
+        &self.core
+    }
+
+    fn core_mut(&mut self) -> &mut DecoderCore {
+        &mut self.core
+    }
+
+    fn packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &PtmPacket, sink: &mut F) {
+        self.take_packet(pkt, sink);
+    }
+
+    fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        self.end_of_trace(sink);
+    }
+
+    fn restart(&mut self, why: UnsyncReason) {
+        self.unsync_reason = why;
+        self.reset_state();
+    }
+
+    fn restore(&mut self, cfg: &PtmConfig, image: Arc<MemoryImage>) {
+        let fresh = PtmDecoder::new(cfg, image);
+        self.image = fresh.image;
+        self.idec = fresh.idec;
+        self.core.trace_id = fresh.core.trace_id;
+        self.rs.active = fresh.rs.active;
+    }
+
+    /// The return stack's index and fill stay within its 16 entries (its
+    /// fill goes negative after pops from an empty stack, as OpenCSD's).
+    fn check(&self) -> Result<(), ProtocolError> {
+        crate::protocol::check_state("PTM decoder", &self.rs.bounds())
+    }
 }
 
 impl PtmDecoder {
@@ -207,7 +156,7 @@ impl PtmDecoder {
             image,
             idec,
             it: ItState::new(),
-            trace_id: cfg.trace_id(),
+            core: DecoderCore::new(cfg.trace_id()),
             state: State::NoSync,
             unsync_reason: UnsyncReason::InitDecoder,
             need_isync: true,
@@ -216,70 +165,11 @@ impl PtmDecoder {
             nacc_pending: false,
             nacc_addr: 0,
             rs: ReturnStack::new(cfg.return_stack_active()),
-            index_curr: 0,
             elem_isa: Isa::Unknown,
             shared_payload: 0,
-            fatal: false,
-            msg: String::new(),
-            time: Time::default(),
         };
         d.reset_state();
         d
-    }
-
-    /// The decode state, for a later [`PtmDecoder::load_state`].
-    pub fn save_state(&self) -> Vec<u8> {
-        bincode::serialize(self).unwrap_or_default()
-    }
-
-    /// A decoder continuing from a saved state, with its configuration and
-    /// program image supplied again.
-    pub fn load_state(cfg: &PtmConfig, image: Arc<MemoryImage>, state: &[u8]) -> Result<PtmDecoder, crate::protocol::ProtocolError> {
-        let mut d: PtmDecoder = crate::protocol::read_state("PTM decoder", state)?;
-        // The return stack's index and fill stay within its 16 entries (its
-        // fill goes negative after pops from an empty stack, as OpenCSD's).
-        crate::protocol::check_state(
-            "PTM decoder",
-            &[
-                (d.rs.head < d.rs.stack.len(), "return stack index"),
-                (d.rs.entries <= d.rs.stack.len() as i32, "return stack fill"),
-            ],
-        )?;
-        let fresh = PtmDecoder::new(cfg, image);
-        d.image = fresh.image;
-        d.idec = fresh.idec;
-        d.trace_id = fresh.trace_id;
-        d.rs.active = fresh.rs.active;
-        Ok(d)
-    }
-
-    /// True after an error the decoder cannot recover from; OpenCSD stops the
-    /// whole data path there ("Data Path fatal error").
-    pub fn is_fatal(&self) -> bool {
-        self.fatal
-    }
-
-    /// Recovery mode (not OpenCSD): after a fatal error, say so (a message,
-    /// and a `NO_SYNC [fatal-error-resync]` element with the next packet) and
-    /// wait for the next A-sync and I-sync instead of stopping. Does nothing
-    /// unless [`PtmDecoder::is_fatal`].
-    pub fn recover<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        if !self.fatal {
-            return;
-        }
-        let m = crate::protocol::recovery_message("DCD_PTM", self.trace_id, self.index_curr, None, "A-sync and I-sync");
-        sink(DecoderOutput::Message(&m));
-        self.fatal = false;
-        self.unsync_reason = UnsyncReason::FatalError;
-        self.reset_state();
-    }
-
-    /// Back to the unsynchronised start state, as between the buffers of a
-    /// multi-session decode (the next NO_SYNC says `reset-decoder`).
-    pub fn reset(&mut self) {
-        self.fatal = false;
-        self.unsync_reason = UnsyncReason::ResetDecoder;
-        self.reset_state();
     }
 
     fn reset_state(&mut self) {
@@ -304,32 +194,13 @@ impl PtmDecoder {
     // ---- output ----------------------------------------------------------
 
     fn emit<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, kind: ElementKind, cc: Option<u32>) {
-        if let Some(c) = cc {
-            self.time.total_cycles += c as u64;
-        }
-        if let ElementKind::Timestamp { value } = kind {
-            self.time.timestamp = Some(value);
-        }
-        let e = Element { index, trace_id: self.trace_id, kind, isa: self.elem_isa, cycle_count: cc, time: self.time };
-        sink(DecoderOutput::Element(&e));
+        let e = Element { index, trace_id: self.core.trace_id, kind, isa: self.elem_isa, cycle_count: cc, time: Time::default() };
+        self.core.deliver(e, sink);
     }
 
     fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, text: &str) {
-        self.msg.clear();
-        let _ = write!(
-            self.msg,
-            "DCD_PTM_{:04} : 0x{:04x} ({}) [{}]; TrcIdx={}; CS ID={:02x}; {}",
-            self.trace_id,
-            err.code(),
-            err.name(),
-            err.description(),
-            self.index_curr,
-            self.trace_id,
-            text
-        );
-        let m = std::mem::take(&mut self.msg);
-        sink(DecoderOutput::Message(&m));
-        self.msg = m;
+        let at = Some(self.core.index_curr);
+        self.core.log(sink, Self::TAG, err, at, text);
     }
 
     fn unsync_from_payload(&self) -> UnsyncReason {
@@ -343,21 +214,21 @@ impl PtmDecoder {
 
     // ---- packet entry -----------------------------------------------------
 
-    /// Decode one packet.
-    pub fn packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &PtmPacket, sink: &mut F) {
+    /// [`Decoder::packet`].
+    fn take_packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &PtmPacket, sink: &mut F) {
         // Only the first chunk of unsynchronised bytes reaches the decoder.
         if pkt.ptype == PtmPacketType::NotSync && !pkt.first_not_sync {
             return;
         }
-        if self.fatal {
+        if self.core.fatal {
             return;
         }
-        self.index_curr = pkt.index;
+        self.core.index_curr = pkt.index;
         loop {
             match self.state {
                 State::NoSync => {
                     self.shared_payload = self.unsync_reason.code();
-                    self.emit(sink, self.index_curr, ElementKind::NoSync(self.unsync_reason), None);
+                    self.emit(sink, self.core.index_curr, ElementKind::NoSync(self.unsync_reason), None);
                     self.state = if pkt.ptype == PtmPacketType::ASync { State::WaitISync } else { State::WaitSync };
                     return;
                 }
@@ -381,13 +252,13 @@ impl PtmDecoder {
         }
     }
 
-    /// End of trace.
-    pub fn finish<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        if self.fatal {
+    /// [`Decoder::finish`].
+    fn end_of_trace<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if self.core.fatal {
             return;
         }
         self.shared_payload = 7;
-        self.emit(sink, self.index_curr, ElementKind::EndOfTrace(UnsyncReason::EndOfTrace), None);
+        self.emit(sink, self.core.index_curr, ElementKind::EndOfTrace(UnsyncReason::EndOfTrace), None);
     }
 
     fn decode<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &PtmPacket, sink: &mut F) {
@@ -398,14 +269,14 @@ impl PtmDecoder {
                 self.state = State::WaitSync;
                 self.need_isync = true;
                 let r = self.unsync_from_payload();
-                self.emit(sink, self.index_curr, ElementKind::NoSync(r), None);
+                self.emit(sink, self.core.index_curr, ElementKind::NoSync(r), None);
             }
             P::ISync => self.isync(pkt, sink),
             P::BranchAddress => self.branch(pkt, sink),
             P::Trigger => {
                 // OpenCSD: EVENT element of type trigger.
                 self.shared_payload = 1;
-                self.emit(sink, self.index_curr, ElementKind::Trigger, None);
+                self.emit(sink, self.core.index_curr, ElementKind::Trigger, None);
             }
             P::WaypointUpdate => {
                 if self.pe.valid {
@@ -416,34 +287,34 @@ impl PtmDecoder {
             P::ContextId => {
                 if self.context.context_id != Some(pkt.context_id) {
                     self.context.context_id = Some(pkt.context_id);
-                    self.emit(sink, self.index_curr, ElementKind::PeContext(self.context), None);
+                    self.emit(sink, self.core.index_curr, ElementKind::PeContext(self.context), None);
                 }
             }
             P::Vmid => {
                 if self.context.vmid != Some(pkt.vmid as u32) {
                     self.context.vmid = Some(pkt.vmid as u32);
-                    self.emit(sink, self.index_curr, ElementKind::PeContext(self.context), None);
+                    self.emit(sink, self.core.index_curr, ElementKind::PeContext(self.context), None);
                 }
             }
             P::Atom => {
                 if self.pe.valid {
                     for e in pkt.atoms() {
-                        if !self.pe.valid || self.fatal {
+                        if !self.pe.valid || self.core.fatal {
                             break;
                         }
                         self.atom_range(e, WalkTo::Waypoint, pkt, sink);
                     }
-                    if !self.fatal {
+                    if !self.core.fatal {
                         self.pending_nacc(sink);
                     }
                 }
             }
             P::Timestamp => {
                 let cc = pkt.cc_valid.then_some(pkt.cycle_count);
-                self.emit(sink, self.index_curr, ElementKind::Timestamp { value: pkt.timestamp }, cc);
+                self.emit(sink, self.core.index_curr, ElementKind::Timestamp { value: pkt.timestamp }, cc);
             }
             P::ExceptionReturn => {
-                self.emit(sink, self.index_curr, ElementKind::ExceptionReturn, None);
+                self.emit(sink, self.core.index_curr, ElementKind::ExceptionReturn, None);
             }
         }
     }
@@ -472,7 +343,7 @@ impl PtmDecoder {
                 TraceOnReason::DebugRestart => 2,
             };
             let cc = pkt.cc_valid.then_some(pkt.cycle_count);
-            self.emit(sink, self.index_curr, ElementKind::TraceOn(reason), cc);
+            self.emit(sink, self.core.index_curr, ElementKind::TraceOn(reason), cc);
         } else {
             ctxt_changed = false;
         }
@@ -480,7 +351,7 @@ impl PtmDecoder {
         self.rs.flush();
         if ctxt_changed {
             self.elem_isa = self.pe.isa;
-            self.emit(sink, self.index_curr, ElementKind::PeContext(self.context), None);
+            self.emit(sink, self.core.index_curr, ElementKind::PeContext(self.context), None);
         }
     }
 
@@ -492,11 +363,11 @@ impl PtmDecoder {
             let cc = pkt.cc_valid.then_some(pkt.cycle_count);
             let kind =
                 ElementKind::Exception { number, ret_addr, ret_addr_is_branch_target: false, m_tail_chain: false };
-            self.emit(sink, self.index_curr, kind, cc);
+            self.emit(sink, self.core.index_curr, kind, cc);
         } else if self.pe.valid {
             // A branch address implies an E atom on the branch before it.
             self.atom_range(true, WalkTo::Waypoint, pkt, sink);
-            if self.fatal {
+            if self.core.fatal {
                 return;
             }
         }
@@ -509,7 +380,7 @@ impl PtmDecoder {
             let space = self.mem_space();
             self.shared_payload = space.0 as u32;
             let kind = ElementKind::AddrNotAccessible { addr: self.nacc_addr, space };
-            self.emit(sink, self.index_curr, kind, None);
+            self.emit(sink, self.core.index_curr, kind, None);
             self.nacc_pending = false;
         }
     }
@@ -542,7 +413,7 @@ impl PtmDecoder {
                 }
                 let text = format!("Error processing {what} packet.");
                 self.log(sink, e, &text);
-                self.fatal = true;
+                self.core.fatal = true;
                 return;
             }
         };
@@ -567,7 +438,7 @@ impl PtmDecoder {
                         if self.rs.overflow() {
                             let text = "Return stack error processing atom packet.";
                             self.log(sink, DecodeError::ReturnStackOverflow, text);
-                            self.fatal = true;
+                            self.core.fatal = true;
                             return;
                         }
                         if let Some((a, isa)) = popped {
@@ -615,7 +486,7 @@ impl PtmDecoder {
             executed,
             conditional: w.last.conditional,
         };
-        self.emit(sink, self.index_curr, kind, cc);
+        self.emit(sink, self.core.index_curr, kind, cc);
     }
 
     /// Walk from the current address, as OpenCSD's `traceInstrToWP`.

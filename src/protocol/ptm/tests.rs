@@ -17,6 +17,7 @@ use super::parser::PtmParser;
 use crate::element::{self, MemSpace};
 use crate::frame::{Deformatter, FrameMode};
 use crate::image::memory::MemoryImage;
+use crate::protocol::Decoder;
 use crate::input::{BufferFormat, Snapshot};
 use crate::protocol::etm4::decoder::DecoderOutput;
 use crate::session::{BufferPlan, Event, RunOptions, Runner};
