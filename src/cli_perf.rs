@@ -184,6 +184,12 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
         });
         if let Some(f) = summary.fatal.as_ref().map(|f| f.to_string()).or(summary.frame_error.map(|e| e.to_string())) {
             eprintln!("tracesight: {}: AUX fragment at 0x{:x}: decode stopped: {f}", args.path.display(), frag.start);
+        } else if let Some(f) = &summary.fatal_at_end {
+            eprintln!(
+                "tracesight: {}: AUX fragment at 0x{:x}: decode stopped at its end: {f}",
+                args.path.display(),
+                frag.start
+            );
         }
     }
     match io_err {

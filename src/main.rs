@@ -606,6 +606,10 @@ fn decode(args: DecodeArgs) -> Result<ExitCode, String> {
                 out.buf.push_str("Trace Packet Lister : Data Path fatal error\n");
             }
         }
+        if let Some(f) = &summary.fatal_at_end {
+            // trc_pkt_lister's listing has no line for this; stderr says it.
+            eprintln!("tracesight: {}: decode stopped at the end of the trace: {f}", buffer.path.display());
+        }
         if let Some(e) = &summary.frame_error {
             eprintln!("tracesight: {}: {e}", buffer.path.display());
             failure = Some(e.to_string());

@@ -419,6 +419,11 @@ pub struct RunSummary {
     pub frame_error: Option<FrameError>,
     /// A decoder stopped the data path (OpenCSD's "Data Path fatal error").
     pub fatal: Option<String>,
+    /// A decoder stopped on the packets flushed at the end of the buffer, so
+    /// what it held back never came out. trc_pkt_lister prints nothing for
+    /// this (it does not look at its end-of-trace call's answer), so the
+    /// listing has no line for it; callers should still say so.
+    pub fatal_at_end: Option<String>,
 }
 
 /// One trace ID's parser and (optional) decoder.
@@ -569,7 +574,9 @@ impl Chain {
         !self.is_fatal()
     }
 
-    fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut Counts) {
+    /// Flush the parser and decoder; false when the decoder stopped on what
+    /// was flushed.
+    fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut Counts) -> bool {
         let source = &plan.sources[self.source];
         let recover = self.recover;
         macro_rules! flush {
@@ -579,19 +586,23 @@ impl Chain {
                     on_event(Event::Packet { source, stream_id, packet: PacketRef::$variant(pk), raw });
                     decode_packet($decoder, recover, pk, source, on_event, counts);
                 });
-                if let Some(d) = $decoder.as_mut() {
-                    if !d.is_fatal() {
+                match $decoder.as_mut() {
+                    Some(d) if d.is_fatal() => false,
+                    Some(d) => {
                         d.finish(&mut |o| forward(source, o, on_event, counts));
+                        true
                     }
+                    None => true,
                 }
             }};
         }
-        match &mut self.proto {
+        let ok = match &mut self.proto {
             Proto::Etm4 { parser, decoder } => flush!(parser, decoder, Packet, Etm4),
             Proto::Ptm { parser, decoder, .. } => flush!(parser, decoder, PtmPacket, Ptm),
             Proto::Etm3 { parser, decoder } => flush!(parser, decoder, Etm3Packet, Etm3),
-        }
+        };
         on_event(Event::EndOfTrace { source, stream_id });
+        ok
     }
 
     /// Parser and decoder state, for the protocols that can be resumed.
@@ -713,6 +724,8 @@ pub struct Runner<'p> {
     offset: u64,
     pub counts: Counts,
     fatal: Option<String>,
+    /// A decoder stopped on what the end of the buffer flushed.
+    fatal_at_end: Option<String>,
     frame_error: Option<FrameError>,
     done: bool,
 }
@@ -740,6 +753,7 @@ impl<'p> Runner<'p> {
             offset: frag.start,
             counts: Counts::default(),
             fatal: None,
+            fatal_at_end: None,
             frame_error: None,
             done: false,
         };
@@ -871,11 +885,16 @@ impl<'p> Runner<'p> {
                     if quiet && c.bytes_in() == 0 {
                         continue;
                     }
-                    c.finish(plan, id as u8, on_event, &mut self.counts);
+                    if !c.finish(plan, id as u8, on_event, &mut self.counts) && self.fatal_at_end.is_none() {
+                        self.fatal_at_end = Some(format!("trace ID 0x{id:x}: the decoder stopped on an error"));
+                    }
                 }
             }
         } else if let Some(chain) = self.raw.as_mut() {
-            chain.finish(plan, 0, on_event, &mut self.counts);
+            if !chain.finish(plan, 0, on_event, &mut self.counts) {
+                let id = plan.sources.get(self.raw_source).and_then(|s| s.trace_id).unwrap_or(0);
+                self.fatal_at_end = Some(format!("trace ID 0x{id:x}: the decoder stopped on an error"));
+            }
         }
         self.done = true;
     }
@@ -991,6 +1010,7 @@ impl<'p> Runner<'p> {
             elements: self.counts.elements,
             frame_error: self.frame_error.clone(),
             fatal: self.fatal.clone(),
+            fatal_at_end: self.fatal_at_end.clone(),
         }
     }
 }
@@ -1084,6 +1104,9 @@ pub fn run_fragments<F: FnMut(Event<'_>)>(
         if total.frame_error.is_none() && total.fatal.is_none() {
             total.frame_error = s.frame_error;
             total.fatal = s.fatal.map(|f| format!("fragment at 0x{:x}: {f}", frag.start));
+        }
+        if total.fatal_at_end.is_none() {
+            total.fatal_at_end = s.fatal_at_end.map(|f| format!("fragment at 0x{:x}: {f}", frag.start));
         }
     }
     total

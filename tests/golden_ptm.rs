@@ -334,3 +334,62 @@ fn raw_capture_block_size_does_not_change_packets() {
     assert_eq!(whole, list(7));
     assert_eq!(whole, list(1));
 }
+
+/// A long run of zero bytes in a raw PTM buffer: OpenCSD 1.8.0's A-sync
+/// search (`TrcPktProcPtm::waitASync`) counts zeros held over from the
+/// previous block again, so its packet indices run past the end of the
+/// buffer (34,496 for 4,096 bytes), it prints bytes read beyond the block it
+/// was handed, and the zeros it holds grow with the run (a third of it), all
+/// listed again with every block: its listing grows with the square of the
+/// run (118 MB for 70,000 zeros). We list the same packets at the same
+/// indices with the same lengths (tests/data/ptm_zero_run_opencsd.txt, taken
+/// from trc_pkt_lister 1.8.0) until more than 1,024 zeros are held, and then
+/// list the held zeros once, so the listing stays linear. The bytes differ
+/// where OpenCSD reads outside its buffer: for this all-zero input it prints
+/// 251 non-zero bytes in the 320-byte packet at Idx:1024 (0xff, 0xfa, 0xfb,
+/// ... from its heap), which cannot be trace bytes; we print zeros there, the
+/// only bytes the buffer holds.
+#[test]
+fn zero_run_lists_opencsd_packets_without_its_overread() {
+    let Some(root) = fixtures() else { return };
+    let snap = Snapshot::open(&root.join("tc2-ptm-rstk-t32")).unwrap();
+    let dev = snap.sources_for_buffer(&snap.default_buffer().unwrap().name)[0].clone();
+    let cfg = PtmConfig::from_registers(|r| dev.reg(r), Some("Cortex-A15")).unwrap();
+    let expected: Vec<(u64, usize, String)> =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/ptm_zero_run_opencsd.txt"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].to_string())
+            })
+            .collect();
+    let data = vec![0u8; 4096];
+    let mut p = PtmParser::new(&cfg);
+    let mut got: Vec<(u64, Vec<u8>, String)> = Vec::new();
+    let mut on = |k: &PtmPacket, r: &[u8]| {
+        let mut text = String::new();
+        display::write_description(&mut text, k);
+        let name = text.split(' ').next().unwrap_or("").to_string();
+        got.push((k.index, r.to_vec(), name))
+    };
+    // trc_pkt_lister's 1024-byte blocks; all full, so nothing is read past
+    // a block from the previous one.
+    for (i, b) in data.chunks(1024).enumerate() {
+        p.push_with_overread((i * 1024) as u64, b, &[], &mut |k: &PtmPacket, r: &[u8]| {
+            on(k, r);
+            true
+        });
+    }
+    p.finish(&mut |k: &PtmPacket, r: &[u8]| on(k, r));
+    assert_eq!(expected.len(), 225);
+    let ours: Vec<(u64, usize, String)> = got.iter().map(|(i, r, n)| (*i, r.len(), n.clone())).collect();
+    // The same as OpenCSD's until its A-sync search holds more zeros than
+    // ours does (`MAX_HELD_ZEROS`, in the last block here). How the listing
+    // of longer runs stays linear: tests/state_robustness.rs.
+    let same = ours.iter().zip(&expected).take_while(|(a, b)| a == b).count();
+    assert!(same >= 170, "only the first {same} packets match trc_pkt_lister's");
+    assert!(ours[same].0 >= 3 * 1024, "the first three blocks list as trc_pkt_lister lists them");
+    assert!(got.iter().all(|(_, r, _)| r.iter().all(|&b| b == 0)), "every byte listed is a byte of the buffer");
+}

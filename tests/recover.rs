@@ -118,3 +118,70 @@ fn bitflip_sample_realigns_with_recover() {
     }
     assert!(stops > 0, "the sample should hold flips that stop the exact decode");
 }
+
+/// A raw ETMv3 buffer whose last packet is a data packet (which the
+/// decoder refuses as fatal) only reached when the end of trace flushes the
+/// parser. The exact run's listing then ends without an end-of-trace, as
+/// trc_pkt_lister's does, and its summary must still say the decode stopped;
+/// recovery mode goes past it. Found by the `runner_routing` fuzz target
+/// (crash-cd804af6), which took the exact run for one that did not stop.
+#[test]
+fn a_stop_on_the_flushed_last_packet_is_reported() {
+    use std::sync::Arc;
+    use tracesight::element::MemSpace;
+    use tracesight::image::memory::MemoryImage;
+    use tracesight::input::{BufferFormat, TraceBuffer};
+    use tracesight::protocol::etm3::Etm3Config;
+    use tracesight::session::{BufferPlan, Source, SourceKind};
+
+    // Cycle accurate, timestamps, branch output, 32-bit context IDs and
+    // data trace (ETMCR bits 2-3), as TC2's ETM_0 otherwise.
+    let etmcr = 0x800 | 1 << 12 | 1 << 28 | 1 << 8 | 3 << 14 | 0xc;
+    let reg = |name: &str| match name {
+        "ETMCR" => Some(etmcr),
+        "ETMIDR" => Some(0x410c_f250),
+        "ETMCCER" => Some(0x3440_08f2),
+        "ETMTRACEIDR" => Some(0x10),
+        _ => None,
+    };
+    let cfg = Etm3Config::from_registers(reg, None).unwrap();
+    let mut image = MemoryImage::new();
+    image.add_bytes(0x1000, vec![0xff; 16], MemSpace::ANY);
+    let plan = BufferPlan {
+        buffer: TraceBuffer {
+            section: "buffer0".into(),
+            name: "raw".into(),
+            file: "raw.bin".into(),
+            format: BufferFormat::SourceData,
+            path: PathBuf::from("raw.bin"),
+            line: 0,
+        },
+        sources: vec![Source {
+            name: "ETM_0".into(),
+            device_type: "ETM3.5".into(),
+            trace_id: Some(0x10),
+            kind: SourceKind::Etm3(cfg),
+            cpu: None,
+        }],
+        notes: Vec::new(),
+        image: Arc::new(image),
+    };
+    // Async, A-sync, a branch, a periodic I-sync, a P-header, then the
+    // first byte of a data packet (0x2e) as the buffer's last byte.
+    let mut data = vec![0xff, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x0d];
+    data.extend_from_slice(&[0x08, 0x00, 0x28, 0x00, 0x40, 0x00, 0x00, 0x28, 0x00, 0x40, 0x80, 0x2e]);
+    let cap = Capture { name: "raw ETMv3".into(), plan, data: Vec::new() };
+    let (exact, se) = everything(&cap, &data, false);
+    let (recov, sr) = everything(&cap, &data, true);
+    assert!(exact.contains("Data Tracing decode not supported"), "{exact}");
+    assert!(!exact.contains("OCSD_GEN_TRC_ELEM_EO_TRACE"), "{exact}");
+    assert_eq!(se.fatal, None, "the data path answered every block");
+    let stop = se.fatal_at_end.expect("the exact decode stopped on its last packet and must say so");
+    assert!(stop.contains("trace ID 0x10"), "{stop}");
+    assert_eq!((sr.fatal, sr.fatal_at_end), (None, None), "recovery mode goes past the error");
+    assert!(recov.contains("recovery: fatal error at TrcIdx=21"), "{recov}");
+    assert!(recov.contains("OCSD_GEN_TRC_ELEM_EO_TRACE"), "{recov}");
+    // Up to the error the two listings are the same.
+    let cut = exact.find("DCD_ETMV3_").unwrap();
+    assert_eq!(exact[..cut], recov[..cut]);
+}

@@ -367,7 +367,11 @@ impl Ctx<'_> {
             });
         }
         let summary = r.summary(self.frag.len() as u64);
-        let stop = summary.fatal.clone().or_else(|| summary.frame_error.as_ref().map(|e| e.to_string()));
+        let stop = summary
+            .fatal
+            .clone()
+            .or_else(|| summary.frame_error.as_ref().map(|e| e.to_string()))
+            .or_else(|| summary.fatal_at_end.as_ref().map(|f| format!("at the end of the trace: {f}")));
         End::Last { counts: r.counts, stop }
     }
 

@@ -53,6 +53,14 @@ fn bad_header(message: &'static str) -> ParseError {
     ParseError { code: ERR_INVALID_PCKT_HDR, message }
 }
 
+/// The most bytes one packet may gather. OpenCSD reads continuation bytes of
+/// timestamps, data addresses and load/store-in-progress addresses for as
+/// long as their top bit is set, so one packet can grow with the trace; the
+/// longest packets the architecture defines (IHI 0014 7.3) are under 20
+/// bytes. Past this many bytes the packet is sent as a bad sequence, so a
+/// parser's memory and saved state stay bounded whatever the trace.
+pub const MAX_PACKET_BYTES: usize = 4096;
+
 /// The ETMv3 packet parser for one trace ID.
 ///
 /// Its stream state serializes ([`Etm3Parser::save_state`]) so that parsing
@@ -150,17 +158,17 @@ impl Etm3Parser {
     }
 
     /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
-    /// the longest ETMv3 packet (an I-sync with cycle count and a 4-byte
-    /// context ID, IHI 0014 7.3) is well under 64 bytes.
+    /// what the parser itself can hold ([`MAX_PACKET_BYTES`]).
     fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
-        const MAX_PACKET: usize = 64;
+        const MAX_PACKET: usize = MAX_PACKET_BYTES;
         crate::protocol::check_state(
             "ETMv3 parser",
             &[
                 (self.buf.len() <= MAX_PACKET, "packet buffer length"),
                 (self.part.len() <= MAX_PACKET, "partial packet length"),
                 (self.rd <= MAX_PACKET, "read position"),
-                (self.expected <= MAX_PACKET, "expected packet length"),
+                // A data packet's value bytes are counted after its address.
+                (self.expected <= MAX_PACKET + 8, "expected packet length"),
                 (self.isync_info_idx <= MAX_PACKET, "I-sync information byte position"),
                 (self.pkt.atom_count <= 32, "atom count"),
             ],
@@ -555,6 +563,10 @@ impl Etm3Parser {
     fn payload(&mut self, b: u8) -> PResult<()> {
         self.buf.push(b);
         let len = self.buf.len();
+        if len >= MAX_PACKET_BYTES {
+            self.pkt.set_err_type(PacketType::BadSequence);
+            return Err(malformed("Malformed Packet - oversized packet."));
+        }
         let top = b & 0x80 != 0;
         match self.pkt.ptype {
             PacketType::BranchAddress => {

@@ -57,14 +57,18 @@ const TINFO_CTRL: u8 = 0x20;
 const TINFO_ALL_SECT: u8 = 0x1f;
 const TINFO_ALL: u8 = 0x3f;
 
-/// Longest packet (or chunk of unsynchronised bytes) the parser buffers.
-const MAX_PACKET: usize = 64;
+/// The most bytes one packet may gather. OpenCSD reads a Trace Info's
+/// control bytes for as long as their top bit is set, so one packet can grow
+/// with the trace, though the longest packets the architecture defines are
+/// under 64 bytes (IHI 0064 6.4). Past this many bytes the packet is sent as
+/// a bad sequence, so a parser's memory and saved state stay bounded.
+pub const MAX_PACKET_BYTES: usize = 4096;
 
 /// Per-packet scratch state of the byte-wise machine.
 #[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Default)]
 struct Scratch {
     tinfo_flags: u8,
-    tinfo_ctrl_bytes: u8,
+    tinfo_ctrl_bytes: u16,
     ts_done: bool,
     cc_done: bool,
     ts_bytes: u8,
@@ -163,17 +167,16 @@ impl Etm4Parser {
         Ok(p)
     }
 
-    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]).
-    /// The longest ETMv4/ETE packet is well under 64 bytes (IHI 0064 6.4);
-    /// unsynchronised bytes are reported in chunks of at most 8.
+    /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
+    /// what the parser itself can hold ([`MAX_PACKET_BYTES`]; unsynchronised
+    /// bytes are reported in chunks of at most 8).
     fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
         let s = &self.scratch;
         crate::protocol::check_state(
             "ETMv4 parser",
             &[
                 (self.stack_head < self.stack.len(), "address stack index"),
-                (self.buf.len() <= MAX_PACKET, "packet buffer length"),
-                (s.tinfo_ctrl_bytes as usize <= MAX_PACKET, "trace info control bytes"),
+                (self.buf.len() <= MAX_PACKET_BYTES, "packet buffer length"),
                 (s.ts_bytes <= 9, "timestamp bytes"),
                 (s.excep_size <= 3, "exception packet size"),
                 (s.vmid_bytes <= 4 && s.cid_bytes <= 8, "context ID sizes"),
@@ -291,6 +294,9 @@ impl Etm4Parser {
                         self.buf.push(b);
                         pos += 1;
                         self.byte(b, pos);
+                        if self.state == State::Data && self.buf.len() >= MAX_PACKET_BYTES {
+                            self.bad_sequence();
+                        }
                     }
                 }
                 State::SendPacket => {

@@ -27,6 +27,14 @@ use crate::element::Isa;
 const UNSYNC_CHUNK: usize = 16;
 /// Zeros beyond the A-sync minimum after which a run of zeros is cut.
 const ASYNC_PAD_ZEROS: u32 = 11;
+
+/// The most zeros the A-sync search holds over from one block to the next.
+/// OpenCSD holds about a third of a long unsynchronised zero run and lists
+/// the held zeros again with each later block, so its listing grows with the
+/// square of the run; past this many (a run of some 3,000 zeros) the held
+/// zeros are listed as unsynchronised data and the search starts over, which
+/// keeps the listing linear and a parser's memory and saved state bounded.
+pub const MAX_HELD_ZEROS: usize = 1024;
 /// Zeros an A-sync needs before its 0x80.
 const ASYNC_ZEROS: u32 = 5;
 
@@ -187,14 +195,16 @@ impl PtmParser {
 
     /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
     /// the longest PTM packet (an I-sync with cycle count and context ID, or
-    /// a 64-bit timestamp, IHI 0035 4.2) is well under 64 bytes.
+    /// a 64-bit timestamp, IHI 0035 4.2) is well under 64 bytes; the A-sync
+    /// search holds at most [`MAX_HELD_ZEROS`].
     fn check(&self) -> Result<(), crate::protocol::ProtocolError> {
         const MAX_PACKET: usize = 64;
         let s = &self.s;
         crate::protocol::check_state(
             "PTM parser",
             &[
-                (self.buf.len() <= MAX_PACKET, "packet buffer length"),
+                // One scan for an A-sync may add up to 16 zeros past the limit.
+                (self.buf.len() <= MAX_HELD_ZEROS + MAX_PACKET, "packet buffer length"),
                 (s.bytes_needed <= MAX_PACKET, "expected packet length"),
                 (s.cc_bytes <= 5, "cycle count bytes"),
                 (s.ctxt_bytes <= 4 && s.got_ctxt_bytes <= s.ctxt_bytes, "context ID bytes"),
@@ -347,7 +357,12 @@ impl PtmParser {
         let mut chunk_start = 0usize;
         let zeros_on_entry = self.buf.len();
         while scanning && !self.stopped {
-            if self.async_candidate {
+            if self.async_candidate && self.buf.len() >= MAX_HELD_ZEROS {
+                // As OpenCSD's "not an A-sync" answer, for a run too long to hold.
+                unsynced += self.buf.len();
+                self.async_candidate = false;
+                self.buf.clear();
+            } else if self.async_candidate {
                 match self.find_async(data, pos) {
                     AsyncScan::Found => {
                         self.state = State::SendPacket;
