@@ -12,7 +12,7 @@ use std::process::Command;
 use clap::Parser;
 use tracesight::capture::{Capture, CaptureOptions};
 use tracesight::index::{BuildProgress, IndexOptions, SeekTarget};
-use tracesight::profile::cli::{parts, profile_capture_with, Parallel, ProfileArgs};
+use tracesight::profile::pass::{parts, profile_capture_with, Parallel, ProfileOptions};
 use tracesight::synth::qemu::{self, QemuRun};
 use tracesight::synth::{self, Output, SynthConfig};
 
@@ -27,9 +27,18 @@ enum Sub {
     Profile(ProfileArgs),
 }
 
-fn args(words: &[&str]) -> ProfileArgs {
+/// `tracesight profile`'s capture and options, as the command reads them.
+#[derive(clap::Args)]
+struct ProfileArgs {
+    #[allow(dead_code)]
+    capture: PathBuf,
+    #[command(flatten)]
+    options: ProfileOptions,
+}
+
+fn args(words: &[&str]) -> ProfileOptions {
     let Sub::Profile(a) = Cli::parse_from(["tracesight", "profile"].iter().chain(words)).command;
-    a
+    a.options
 }
 
 /// Every format, with the options that change what is collected.

@@ -15,13 +15,14 @@
 //! - [`autofdo`] and [`bolt`]: range and branch counts for AutoFDO
 //!   (`create_llvm_prof --profiler text`) and BOLT (`perf2bolt --pa`);
 //! - [`merge`]: sums profiles of one format;
-//! - [`cli`]: `tracesight profile`.
+//! - [`pass`]: one pass over a capture (serial or on all cores) and the
+//!   profile written from it, as `tracesight profile` runs it.
 
 pub mod autofdo;
 pub mod bolt;
 pub mod callgraph;
 pub mod callstack;
-pub mod cli;
+pub mod pass;
 pub mod folded;
 pub mod merge;
 pub mod stats;

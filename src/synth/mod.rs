@@ -25,7 +25,6 @@
 //! # Ok::<(), String>(())
 //! ```
 
-pub mod cli;
 pub mod encoder;
 pub mod frames;
 pub mod packets;
