@@ -16,6 +16,10 @@ use tracesight::profile::pass::{parts, profile_capture_with, Parallel, ProfileOp
 use tracesight::synth::qemu::{self, QemuRun};
 use tracesight::synth::{self, Output, SynthConfig};
 
+#[path = "support/files.rs"]
+mod files;
+use files::copy_tree;
+
 #[derive(Parser)]
 struct Cli {
     #[command(subcommand)]
@@ -62,19 +66,6 @@ fn scratch(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to);
-        } else if e.path().extension() != Some("tsidx".as_ref()) {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
 }
 
 /// How many parts of one checkpoint the capture's index has (built small
