@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use tracesight::capture::{Capture, CaptureOptions};
 use tracesight::index::{BuildProgress, IndexOptions};
-use tracesight::profile::cli::{collect, collect_parallel, Parallel};
+use tracesight::profile::pass::{collect, collect_parallel, Parallel};
 use tracesight::profile::stats::{write_text, Column, Group};
 use tracesight::profile::{CodeMap, Collector, FunctionMap, NoCode};
 

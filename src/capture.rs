@@ -84,6 +84,9 @@ pub struct CaptureOptions {
     pub kernel: Option<PathBuf>,
     /// perf.data: decode only this CPU's trace.
     pub cpu: Option<u32>,
+    /// Do not read symbols from the images (a command that only decodes,
+    /// such as `index`, need not pay for DWARF).
+    pub no_symbols: bool,
 }
 
 /// A capture ready to decode and seek.
@@ -132,7 +135,7 @@ impl Capture {
         if !copts.no_auto_images {
             image_args.extend(elf_files_in(path).into_iter().map(|p| p.display().to_string()));
         }
-        let symbols = if image_args.is_empty() {
+        let symbols = if image_args.is_empty() || copts.no_symbols {
             None
         } else {
             let mut sym = Symbolizer::new();
@@ -187,8 +190,44 @@ impl Capture {
         .map_err(CaptureError::from)
     }
 
+    /// The element a position ([`Capture::parse_position`]) given as the
+    /// option `--flag` names, found through `seeker`; `None` past the last
+    /// element. A function name that matches none exactly is told to
+    /// `on_fuzzy` (with the name used) before the search, which may take a
+    /// while.
+    pub fn find_position(
+        &self,
+        seeker: &Seeker<'_>,
+        flag: &str,
+        pos: &str,
+        on_fuzzy: impl FnOnce(&str),
+    ) -> Result<Option<u64>, PositionError> {
+        let (target, fuzzy) = self.parse_position(pos).map_err(|source| PositionError::Invalid {
+            flag: flag.to_string(),
+            position: pos.to_string(),
+            source: Box::new(source),
+        })?;
+        if let Some(name) = fuzzy {
+            on_fuzzy(&name);
+        }
+        Ok(seeker.find(&target)?)
+    }
+
+    /// [`Capture::find_position`] for a command's `--flag` option, saying
+    /// on standard error which function a fuzzy name was taken for.
+    pub fn find_option(&self, seeker: &Seeker<'_>, flag: &str, pos: &str) -> Result<Option<u64>, PositionError> {
+        self.find_position(seeker, flag, pos, |name| {
+            eprintln!("tracesight: --{flag} {pos}: no function has that name; using the best match, {name}")
+        })
+    }
+
     pub fn seeker<'a>(&'a self, index: &'a index::format::IndexFile) -> Seeker<'a> {
         Seeker::with_fragments(&self.plan, self.file.bytes(), &self.fragments, &self.opts, index).releasing(&self.file)
+    }
+
+    /// The CPU whose trace `trace_id` is (a perf.data's sources know it).
+    pub fn cpu_of(&self, trace_id: u8) -> Option<u32> {
+        self.plan.sources.iter().find(|s| s.trace_id == Some(trace_id)).and_then(|s| s.cpu)
     }
 
     /// Parse a position: an element number, `instr:N`, `ts:VALUE`,
@@ -217,6 +256,157 @@ impl Capture {
             None,
         ))
     }
+}
+
+/// Why a position could not be found.
+#[derive(Debug, thiserror::Error)]
+pub enum PositionError {
+    /// The position given with `--flag` is not one of the forms
+    /// [`Capture::parse_position`] reads (or names a function the symbols
+    /// do not have); `source` says what was expected.
+    #[error("--{flag} {source}")]
+    Invalid { flag: String, position: String, source: Box<CaptureError> },
+    /// The index could not be used to find it.
+    #[error(transparent)]
+    Seek(#[from] index::IndexError),
+}
+
+/// What `index` reports about a capture's index `idx`, opened or built
+/// (taking `took`) with checkpoints every `interval` bytes: why an older
+/// file was rejected, the file, the totals, and per trace ID (per CPU for a
+/// perf.data) the elements and instructions.
+pub fn index_report(cap: &Capture, idx: &Index, took: std::time::Duration, interval: u64) -> String {
+    let f = &idx.file;
+    let mut o = String::new();
+    for r in &idx.rejected {
+        o.push_str(&format!("rejected {r}\n"));
+    }
+    o.push_str(&format!(
+        "index {} ({}, {} bytes)\n",
+        idx.path.display(),
+        if idx.built { format!("built in {:.2} s", took.as_secs_f64()) } else { "up to date".into() },
+        f.file_len()
+    ));
+    let t = f.totals();
+    if cap.perf.is_some() {
+        let bytes: usize = cap.fragments.iter().map(|f| f.len()).sum();
+        o.push_str(&format!(
+            "perf.data: {} AUX fragments, {bytes} bytes of trace, {} checkpoints, {} packets, {} elements, {} instructions\n",
+            cap.fragments.len(),
+            f.len(),
+            t.packets,
+            t.elements,
+            t.instructions
+        ));
+    } else {
+        let len = cap.file.len();
+        o.push_str(&format!(
+            "buffer {}: {} bytes, {} checkpoints, {} packets, {} elements, {} instructions\n",
+            cap.plan.buffer.name,
+            len,
+            f.len(),
+            t.packets,
+            t.elements,
+            t.instructions
+        ));
+        if f.len() == 1 && len as u64 > interval {
+            o.push_str("  note: this buffer's decode state cannot be saved (TPIU/DSTREAM framing): seeks decode from the start\n");
+        }
+    }
+    if let Some(s) = f.stop() {
+        o.push_str(&format!("  decode stopped early: {s}\n"));
+    }
+    let span = |a: u64, b: u64| if a == index::format::NONE { "none".to_string() } else { format!("{a}..{b}") };
+    for s in f.id_summaries() {
+        if cap.perf.is_some() {
+            let cpu = cap.cpu_of(s.trace_id as u8).map_or("?".into(), |c| c.to_string());
+            o.push_str(&format!(
+                "  CPU {cpu} (trace ID 0x{:02x}): {} elements, {} instructions\n",
+                s.trace_id, s.elements, s.instructions
+            ));
+        } else {
+            o.push_str(&format!(
+                "  trace ID 0x{:02x}: {} elements, {} instructions, timestamps {}, cycles {}\n",
+                s.trace_id,
+                s.elements,
+                s.instructions,
+                span(s.first_ts, s.last_ts),
+                span(s.first_cc, s.last_cc)
+            ));
+        }
+    }
+    o
+}
+
+/// The functions the trace of a snapshot's default buffer enters (`info
+/// --image`). An entry is an instruction range that starts at a function's
+/// first address (a call, a tail call or a jump to its start); returns into
+/// the middle of a function are not counted.
+pub struct FunctionEntries {
+    /// The buffer decoded.
+    pub buffer: String,
+    /// Every function of the symbols, with `entries` counted.
+    pub table: symbols::FunctionTable,
+    /// Instruction ranges decoded.
+    pub ranges: u64,
+    /// The decode stopped before the end of the buffer.
+    pub stopped_early: bool,
+}
+
+impl FunctionEntries {
+    /// The entered functions, most entered first (then by address).
+    pub fn ranked(&self) -> Vec<&symbols::FunctionEntry> {
+        let mut order: Vec<&symbols::FunctionEntry> = self.table.functions.iter().filter(|f| f.entries > 0).collect();
+        order.sort_by(|a, b| b.entries.cmp(&a.entries).then(a.start().cmp(&b.start())));
+        order
+    }
+}
+
+/// Why a report on a capture could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// An `--image` argument was not usable.
+    #[error(transparent)]
+    Image(#[from] crate::image::ImageError),
+    /// The buffer could not be planned, mapped or decoded.
+    #[error(transparent)]
+    Session(#[from] crate::session::SessionError),
+}
+
+/// Count how often the trace of `snap`'s default buffer (decoded over the
+/// images of `image_args`) enters each function of `sym`; `None` when the
+/// snapshot has no buffer.
+pub fn count_function_entries(snap: &Snapshot, sym: &Symbolizer, image_args: &[String]) -> Result<Option<FunctionEntries>, ReportError> {
+    use crate::element::ElementKind;
+    use crate::session::Event;
+    let mut table = sym.function_table();
+    let Some(buffer) = snap.default_buffer() else { return Ok(None) };
+    let mut plan = BufferPlan::new(snap, buffer)?;
+    for a in image_args {
+        let (path, load) = crate::image::elf::parse_image_arg(a)?;
+        plan.add_elf_image(&path, load)?;
+    }
+    let file = plan.open()?;
+    let opts = RunOptions { elements: true, ..RunOptions::default() };
+    let mut ranges = 0u64;
+    let summary = crate::session::run(&plan, file.bytes(), &opts, |ev| {
+        if let Event::Element { element, .. } = ev {
+            if let ElementKind::InstrRange { start, .. } = element.kind {
+                ranges += 1;
+                if let Some(i) = table.function_at(start) {
+                    if table.functions[i].ranges.iter().any(|r| r.start == start) {
+                        table.functions[i].entries += 1;
+                    }
+                }
+            }
+        }
+    })?;
+    Ok(Some(FunctionEntries {
+        buffer: buffer.name.clone(),
+        table,
+        ranges,
+        stopped_early: summary.fatal.is_some() || summary.frame_error.is_some(),
+    }))
 }
 
 /// The entry addresses of the function `name` (exact name, raw name or

@@ -5,18 +5,19 @@
 //! This is the glue the CLI, the tests and the benchmarks share; it knows
 //! nothing about output formats.
 
+pub mod marks;
 
 use std::sync::Arc;
 
 use crate::element::Element;
 use crate::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink};
 use crate::image::memory::MemoryImage;
-use crate::index::marks::{self, Mark};
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
 use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, SpecRecord};
 use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
 use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet};
 use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
+use self::marks::Mark;
 use crate::protocol::Decoder;
 
 /// The protocol a trace source speaks, as far as this version decodes it.
@@ -620,7 +621,7 @@ impl Chain {
     }
 
     /// Where the counters are in the parts [`Chain::save_state`] gave (see
-    /// [`crate::index::marks`]); `None` when they cannot be located.
+    /// [`marks`]); `None` when they cannot be located.
     fn locate_counters(&self, id: u8, p: &[u8], d: Option<&[u8]>) -> Option<(Vec<Mark>, Vec<Mark>)> {
         fn part<T: serde::Serialize>(x: Option<&T>, id: u8, bytes: Option<&[u8]>) -> Option<Vec<Mark>> {
             match (x, bytes) {

@@ -12,6 +12,10 @@ use tracesight::capture::{Capture, CaptureOptions};
 use tracesight::export::{export, ExportError, ExportFormat, ExportRequest};
 use tracesight::index::{self, format, IndexOptions, Seeker, TraceIdentity};
 
+#[path = "support/files.rs"]
+mod files;
+use files::{copy_tree, run_tracesight as tracesight};
+
 fn demo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets/demo/snapshot")
 }
@@ -34,19 +38,6 @@ fn scratch(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("tracesight-export-{tag}-{}", std::process::id()))
 }
 
-fn copy_tree(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to);
-        } else if e.path().extension() != Some("tsidx".as_ref()) {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
-}
-
 /// The demo and the fixtures that are present: ETE with timestamps, ETE
 /// without, ETMv4 with several trace IDs and decoder messages, PTM, ETMv3.
 fn captures(tag: &str) -> Vec<PathBuf> {
@@ -58,11 +49,6 @@ fn captures(tag: &str) -> Vec<PathBuf> {
     }
     v.extend(found);
     v
-}
-
-fn tracesight(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tracesight")).args(args).output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 /// An empty directory for a test's output (beside its fixture copies).

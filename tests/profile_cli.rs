@@ -21,6 +21,10 @@ use tracesight::image::elf::Segment;
 use tracesight::profile::autofdo::{AutofdoProfile, Binary, BinaryMap, BranchCounts, Mapping, SPLIT_NOTE};
 use tracesight::session::{run, BufferPlan, Event, RunOptions};
 
+#[path = "support/files.rs"]
+mod files;
+use files::copy_tree;
+
 fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_tracesight")
 }
@@ -37,19 +41,6 @@ fn demo_copy(tag: &str) -> PathBuf {
     let dst = scratch(tag).join("snapshot");
     copy_tree(&src, &dst);
     dst
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to);
-        } else if e.path().extension() != Some("tsidx".as_ref()) {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
 }
 
 fn tracesight(args: &[&str]) -> (String, String) {

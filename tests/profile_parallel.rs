@@ -12,9 +12,13 @@ use std::process::Command;
 use clap::Parser;
 use tracesight::capture::{Capture, CaptureOptions};
 use tracesight::index::{BuildProgress, IndexOptions, SeekTarget};
-use tracesight::profile::cli::{parts, profile_capture_with, Parallel, ProfileArgs};
+use tracesight::profile::pass::{parts, profile_capture_with, Parallel, ProfileOptions};
 use tracesight::synth::qemu::{self, QemuRun};
 use tracesight::synth::{self, Output, SynthConfig};
+
+#[path = "support/files.rs"]
+mod files;
+use files::copy_tree;
 
 #[derive(Parser)]
 struct Cli {
@@ -27,9 +31,18 @@ enum Sub {
     Profile(ProfileArgs),
 }
 
-fn args(words: &[&str]) -> ProfileArgs {
+/// `tracesight profile`'s capture and options, as the command reads them.
+#[derive(clap::Args)]
+struct ProfileArgs {
+    #[allow(dead_code)]
+    capture: PathBuf,
+    #[command(flatten)]
+    options: ProfileOptions,
+}
+
+fn args(words: &[&str]) -> ProfileOptions {
     let Sub::Profile(a) = Cli::parse_from(["tracesight", "profile"].iter().chain(words)).command;
-    a
+    a.options
 }
 
 /// Every format, with the options that change what is collected.
@@ -53,19 +66,6 @@ fn scratch(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
-}
-
-fn copy_tree(src: &Path, dst: &Path) {
-    std::fs::create_dir_all(dst).unwrap();
-    for e in std::fs::read_dir(src).unwrap() {
-        let e = e.unwrap();
-        let to = dst.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &to);
-        } else if e.path().extension() != Some("tsidx".as_ref()) {
-            std::fs::copy(e.path(), &to).unwrap();
-        }
-    }
 }
 
 /// How many parts of one checkpoint the capture's index has (built small

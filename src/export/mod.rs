@@ -13,6 +13,7 @@
 
 pub mod csv;
 pub mod jsonl;
+pub mod listing;
 pub mod perfetto;
 
 use std::fmt;

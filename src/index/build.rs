@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 
-use super::format::{self, Checkpoint, IdSummary, IndexData};
-use super::marks::{self, Kind, Mark, Shift};
+use super::format::{self, Checkpoint, IdSummary, IndexData, Release};
+use crate::session::marks::{self, Kind, Mark, Shift};
 use super::spill::{Spill, StateRef, States};
 use super::{IndexOptions, Maxima, SegmentStats};
 use crate::element::{Element, ElementKind};
@@ -91,9 +91,6 @@ impl BuildProgress {
         self.done.fetch_add(n, Ordering::Relaxed);
     }
 }
-
-/// Gives back the pages of `data[a..b]` (see [`crate::input::TraceFile::release`]).
-pub type Release<'r> = &'r (dyn Fn(usize, usize) + Sync);
 
 /// One trace ID's share of a segment, with cycle counts as the part's decoder
 /// saw them; `(n, cycles)` pairs hold the element's place in the segment.

@@ -49,29 +49,7 @@ const MAX_IDS: u64 = 129;
 /// The stop text is one error message.
 const MAX_STOP: u64 = 64 * 1024;
 
-/// FNV-1a, 64-bit: small, dependency-free, good enough to tell files apart.
-pub struct Fnv(u64);
-
-impl Fnv {
-    pub fn new() -> Fnv {
-        Fnv(0xcbf2_9ce4_8422_2325)
-    }
-    pub fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= b as u64;
-            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    pub fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Fnv::new()
-    }
-}
+pub use super::spill::Fnv;
 
 /// A restart point and the segment that follows it (up to the next one).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -126,11 +104,14 @@ fn segment_end(checkpoints: &[Checkpoint], i: usize, size: u64) -> u64 {
     checkpoints.get(i + 1).map_or(size, |c| c.offset)
 }
 
+/// Gives back the pages of `data[a..b]` (see [`crate::input::TraceFile::release`]).
+pub type Release<'r> = &'r (dyn Fn(usize, usize) + Sync);
+
 /// Hash the segments of `data` into the checkpoints (on all cores: this
 /// reads the whole trace). Each segment's pages are given back with
 /// `release` once hashed, so that a build's resident memory does not grow to
 /// the size of the trace.
-pub(super) fn hash_segments(checkpoints: &mut [Checkpoint], data: &[u8], release: Option<super::build::Release<'_>>) {
+pub(super) fn hash_segments(checkpoints: &mut [Checkpoint], data: &[u8], release: Option<Release<'_>>) {
     use rayon::prelude::*;
     let ends: Vec<u64> = (0..checkpoints.len()).map(|i| segment_end(checkpoints, i, data.len() as u64)).collect();
     checkpoints.par_iter_mut().zip(ends).for_each(|(c, end)| {

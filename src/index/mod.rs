@@ -23,7 +23,6 @@
 mod build;
 pub mod spill;
 pub mod format;
-pub mod marks;
 
 use std::path::{Path, PathBuf};
 
@@ -31,7 +30,8 @@ use crate::element::{Element, ElementKind};
 use crate::input::TraceFile;
 use crate::session::{BufferPlan, Event, Fragment, RunOptions, Runner, Source};
 
-pub use build::{BuildProgress, Release};
+pub use build::BuildProgress;
+pub use format::Release;
 pub use format::{Checkpoint, IdSummary, IndexFile};
 
 /// How an index is built.

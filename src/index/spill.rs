@@ -14,7 +14,6 @@ use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::format::Fnv;
 
 /// One saved state in a [`Spill`]: where it is, how long it is and its hash
 /// (the hash the index keeps to check the state when it is loaded).
@@ -89,15 +88,15 @@ impl Spill {
         StateRef { pos, len, hash, in_memory: true }
     }
 
-    /// Keep the counter positions of a state (see [`super::marks::to_bytes`]).
-    pub fn put_marks(&self, marks: &[super::marks::Mark]) -> StateRef {
-        self.put(&super::marks::to_bytes(marks))
+    /// Keep the counter positions of a state (see [`crate::session::marks::to_bytes`]).
+    pub fn put_marks(&self, marks: &[crate::session::marks::Mark]) -> StateRef {
+        self.put(&crate::session::marks::to_bytes(marks))
     }
 
     /// The counter positions [`Spill::put_marks`] kept; `None` when they
     /// cannot be read back.
-    pub fn get_marks(&self, r: StateRef) -> Option<Vec<super::marks::Mark>> {
-        super::marks::from_bytes(&self.get(r).ok()?)
+    pub fn get_marks(&self, r: StateRef) -> Option<Vec<crate::session::marks::Mark>> {
+        crate::session::marks::from_bytes(&self.get(r).ok()?)
     }
 
     /// The state `r` refers to.
@@ -226,6 +225,30 @@ impl PartialEq for States {
                 let (a, b) = (self.refs[i], other.refs[i]);
                 a.len == b.len && a.hash == b.hash && matches!((self.get(i), other.get(i)), (Ok(x), Ok(y)) if x == y)
             })
+    }
+}
+
+/// FNV-1a, 64-bit: small, dependency-free, good enough to tell files apart.
+pub struct Fnv(u64);
+
+impl Fnv {
+    pub fn new() -> Fnv {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    pub fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= b as u64;
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Fnv::new()
     }
 }
 

@@ -15,13 +15,14 @@
 //! - [`autofdo`] and [`bolt`]: range and branch counts for AutoFDO
 //!   (`create_llvm_prof --profiler text`) and BOLT (`perf2bolt --pa`);
 //! - [`merge`]: sums profiles of one format;
-//! - [`cli`]: `tracesight profile`.
+//! - [`pass`]: one pass over a capture (serial or on all cores) and the
+//!   profile written from it, as `tracesight profile` runs it.
 
 pub mod autofdo;
 pub mod bolt;
 pub mod callgraph;
 pub mod callstack;
-pub mod cli;
+pub mod pass;
 pub mod folded;
 pub mod merge;
 pub mod stats;
@@ -162,8 +163,8 @@ pub enum ProfileError {
     #[error("{0}")]
     Capture(#[from] crate::capture::CaptureError),
     /// A `--from`/`--to` position that does not parse (`flag` is `from` or `to`).
-    #[error("--{flag} {source}")]
-    Position { flag: &'static str, source: crate::capture::CaptureError },
+    #[error(transparent)]
+    Position(#[from] crate::capture::PositionError),
     #[error("--from {position}: no element there (the trace has {total} elements)")]
     NoElementAt { position: String, total: u64 },
     #[error("--to: element {to} comes before the --from element {from}")]
@@ -176,7 +177,7 @@ pub enum ProfileError {
     Image(#[from] crate::image::ImageError),
     /// AutoFDO and BOLT profiles name binaries; none were given or found.
     #[error("{}: --format {format:?} needs the traced binaries (--image or --symdir)", path.display())]
-    NeedsBinaries { path: PathBuf, format: cli::Format },
+    NeedsBinaries { path: PathBuf, format: pass::Format },
 }
 
 /// Add without overflow; true when the sum saturated.

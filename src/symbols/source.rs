@@ -217,3 +217,42 @@ impl SourceResolver {
         })
     }
 }
+
+/// Under every `file:line` line of an addr2line-style listing (`symbolize
+/// --show-source`), the source line itself (indented), or why it cannot be
+/// shown. Each file is read once.
+pub fn with_source_lines(listing: &str, resolver: &SourceResolver) -> String {
+    /// A file's lines, or why they are not there.
+    enum Text {
+        Lines(Vec<String>),
+        Missing(String),
+    }
+    let mut files: HashMap<String, Text> = HashMap::new();
+    let mut out = String::with_capacity(listing.len() * 2);
+    for line in listing.lines() {
+        out.push_str(line);
+        out.push('\n');
+        let loc = line.split(" (discriminator").next().unwrap_or(line);
+        let Some((file, num)) = loc.rsplit_once(':') else { continue };
+        let Ok(num) = num.trim().parse::<usize>() else { continue };
+        if file == "??" || file.starts_with("0x") {
+            continue;
+        }
+        let text = files.entry(file.to_string()).or_insert_with(|| match resolver.resolve(file) {
+            SourceLookup::Found(p) => match std::fs::read_to_string(&p) {
+                Ok(t) => Text::Lines(t.lines().map(str::to_string).collect()),
+                Err(e) => Text::Missing(format!("{}: {e}", p.display())),
+            },
+            nf => Text::Missing(nf.to_string()),
+        });
+        match text {
+            Text::Lines(lines) => match num.checked_sub(1).and_then(|i| lines.get(i)) {
+                Some(t) => out.push_str(&format!("    {}\n", t.trim_end())),
+                None if num == 0 => {}
+                None => out.push_str(&format!("    ({file} has {} lines, not {num})\n", lines.len())),
+            },
+            Text::Missing(why) => out.push_str(&format!("    (source not shown: {why})\n")),
+        }
+    }
+    out
+}

@@ -25,7 +25,6 @@
 //! # Ok::<(), synth::SynthError>(())
 //! ```
 
-pub mod cli;
 pub mod encoder;
 pub mod frames;
 pub mod packets;

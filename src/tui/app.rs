@@ -243,8 +243,13 @@ impl App {
         }
     }
 
-    pub fn layout(&self) -> super::draw::Areas {
-        super::draw::areas(ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1), self)
+    pub fn layout(&self) -> super::layout::Areas {
+        super::layout::areas(ratatui::layout::Rect::new(0, 0, self.size.0, self.size.1), self.lanes_shown())
+    }
+
+    /// Timeline lanes shown: one per trace ID (at most six), or one for all.
+    pub fn lanes_shown(&self) -> u16 {
+        self.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, 6)) as u16
     }
 
     /// Columns inside the list pane's border.

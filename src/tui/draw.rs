@@ -1,7 +1,7 @@
 //! Drawing: a pure function of the app state. It reads only what the
 //! workers already delivered; rows not yet decoded show as placeholders.
 
-use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
@@ -11,41 +11,6 @@ use super::app::{App, Axis, Mode, Pos};
 use super::model::{RowKind, RowState, View};
 use super::sourceview::SourceStatus;
 use super::worker::LANE_SUB;
-
-/// Where each pane goes for a terminal size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Areas {
-    pub timeline: Rect,
-    pub list: Rect,
-    pub source: Rect,
-    pub status: Rect,
-}
-
-pub fn areas(area: Rect, app: &App) -> Areas {
-    // Lanes (one per trace ID, or one for all), gap marks, viewport.
-    let lanes = app.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, 6)) as u16;
-    let tl_h = (lanes + 4).min(area.height / 3).max(3);
-    let rows = Layout::default()
-        .direction(Direction::Vertical)
-        .constraints([Constraint::Length(tl_h), Constraint::Min(3), Constraint::Length(1)])
-        .split(area);
-    let body = rows[1];
-    let (list, source) = if body.width >= 120 {
-        let c = Layout::default()
-            .direction(Direction::Horizontal)
-            .constraints([Constraint::Percentage(62), Constraint::Percentage(38)])
-            .split(body);
-        (c[0], c[1])
-    } else {
-        let src_h = (body.height / 3).max(4).min(body.height.saturating_sub(4));
-        let c = Layout::default()
-            .direction(Direction::Vertical)
-            .constraints([Constraint::Min(4), Constraint::Length(src_h)])
-            .split(body);
-        (c[0], c[1])
-    };
-    Areas { timeline: rows[0], list, source, status: rows[2] }
-}
 
 /// Colors, or none at all when NO_COLOR is set: every state also has a text
 /// tag, so nothing depends on color alone.
@@ -116,7 +81,7 @@ pub fn draw_with(app: &App, f: &mut Frame<'_>, pal: Palette) {
         f.render_widget(p, full);
         return;
     }
-    let a = areas(full, app);
+    let a = super::layout::areas(full, app.lanes_shown());
     draw_timeline(app, f, a.timeline, pal);
     draw_list(app, f, a.list, pal);
     draw_source(app, f, a.source, pal);

@@ -5,6 +5,7 @@
 pub mod app;
 pub mod draw;
 pub mod keymap;
+pub mod layout;
 pub mod model;
 pub mod sourceview;
 pub mod worker;

@@ -10,7 +10,7 @@
 //! take the ones they know and skip the rest.
 
 use super::format::*;
-use super::read::Buf;
+use super::buf::Buf;
 use super::{AuxtraceInfo, CpuTrace, PerfWarning, TraceIdSource, TraceProtocol};
 
 /// Parameter names in block order (after magic, CPU and, from version 1,

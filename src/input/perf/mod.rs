@@ -20,6 +20,7 @@
 //! skipped with a [`PerfWarning`] naming its offset while the rest is kept.
 //! Only a file that is not a perf.data at all gives a [`PerfError`].
 
+mod buf;
 mod cs_etm;
 mod describe;
 mod error;

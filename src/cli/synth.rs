@@ -5,9 +5,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use super::encoder::{SpecConfig, SvcModel, SynthConfig};
-use super::qemu::{self, QemuRun};
-use super::{synthesize, Output, SynthError};
+use tracesight::synth::encoder::{SpecConfig, SvcModel, SynthConfig};
+use tracesight::synth::qemu::{self, QemuRun};
+use tracesight::synth::{synthesize, Output, SynthError};
 
 /// Arguments of `tracesight synth`.
 #[derive(clap::Args, Debug, Clone)]

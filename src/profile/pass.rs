@@ -1,16 +1,14 @@
-//! `tracesight profile`: function statistics and profiles of a capture, and
-//! `tracesight profile merge`.
+//! One profiling pass over a capture (serial or on all cores) and the
+//! profile it writes: what `tracesight profile` runs.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::Arc;
 
 use super::autofdo::{AutofdoProfile, Binary, BinaryMap, Mapping, TargetReader};
 use super::bolt::BoltProfile;
 use super::callstack::Origin;
 use super::folded::Weight;
-use super::merge::MergeFormat;
 use super::stats::{Column, Group};
 use super::{callgraph, folded, stats, CodeMap, Collector, FunctionMap, NoCode, ProfileError};
 use crate::capture::{Capture, CaptureOptions};
@@ -35,20 +33,13 @@ pub enum Format {
     Callgraph,
 }
 
-#[derive(clap::Args, Debug)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct ProfileArgs {
-    #[command(subcommand)]
-    pub command: Option<ProfileCommand>,
-    /// The capture (an OpenCSD snapshot directory or a perf.data file).
-    #[arg(required = true)]
-    pub capture: Option<PathBuf>,
+/// What a profile of a capture collects and writes (the options of
+/// `tracesight profile`, which parses them straight into this).
+#[derive(clap::Args, Debug, Clone)]
+pub struct ProfileOptions {
     /// What to write.
     #[arg(long, value_enum, default_value_t = Format::Stats)]
     pub format: Format,
-    /// Write to this file instead of standard output.
-    #[arg(short, long)]
-    pub output: Option<PathBuf>,
     /// Directory with the traced binaries (repeatable): a perf.data finds
     /// its binaries there by name and build ID; for a snapshot every ELF
     /// file in it is added as an image at its own addresses.
@@ -91,54 +82,6 @@ pub struct ProfileArgs {
     /// The output is the same whatever the number.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
-}
-
-#[derive(clap::Subcommand, Debug)]
-pub enum ProfileCommand {
-    /// Sum profiles of one format (AutoFDO by binary and build ID, BOLT,
-    /// folded stacks); counts saturate at 2^64-1 with a warning.
-    Merge(MergeArgs),
-}
-
-#[derive(clap::Args, Debug)]
-pub struct MergeArgs {
-    /// Profiles to add up.
-    #[arg(required = true)]
-    pub inputs: Vec<PathBuf>,
-    /// Where to write the sum.
-    #[arg(short, long)]
-    pub output: PathBuf,
-    /// Read every input as this format (default: recognised from the text).
-    #[arg(long, value_enum)]
-    pub format: Option<MergeFormat>,
-}
-
-pub fn run(args: ProfileArgs) -> Result<ExitCode, ProfileError> {
-    if let Some(ProfileCommand::Merge(m)) = args.command {
-        let merged = super::merge::merge_files(&m.inputs, m.format)?;
-        if merged.saturated {
-            eprintln!("tracesight: warning: a count reached 2^64-1 and stays there (saturated)");
-        }
-        write_output(Some(&m.output), &merged.text)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    let capture = args.capture.clone().ok_or(ProfileError::NoCapture)?;
-    let text = profile_capture(&capture, &args)?;
-    write_output(args.output.as_deref(), &text)?;
-    Ok(ExitCode::SUCCESS)
-}
-
-fn write_output(path: Option<&Path>, text: &str) -> Result<(), ProfileError> {
-    match path {
-        Some(p) => std::fs::write(p, text).map_err(|error| ProfileError::Io { path: p.to_path_buf(), error }),
-        None => {
-            let mut o = std::io::stdout().lock();
-            match o.write_all(text.as_bytes()).and_then(|_| o.flush()) {
-                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(ProfileError::Stdout(e)),
-                _ => Ok(()),
-            }
-        }
-    }
 }
 
 /// ELF files directly inside `dir`.
@@ -402,14 +345,14 @@ pub fn collect_parallel(
 }
 
 /// Decode the capture (or its --from/--to part) and write the profile.
-pub fn profile_capture(path: &Path, args: &ProfileArgs) -> Result<String, ProfileError> {
+pub fn profile_capture(path: &Path, args: &ProfileOptions) -> Result<String, ProfileError> {
     let how = Parallel { threads: args.threads, ..Parallel::default() };
     profile_capture_with(path, args, &index::IndexOptions::default(), how)
 }
 
 /// [`profile_capture`] with the index built as `iopts` says (when the
 /// capture has none yet) and the pass split as `how` says.
-pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::IndexOptions, how: Parallel) -> Result<String, ProfileError> {
+pub fn profile_capture_with(path: &Path, args: &ProfileOptions, iopts: &index::IndexOptions, how: Parallel) -> Result<String, ProfileError> {
     let mut images = args.images.clone();
     let perf = crate::capture::perf::is_perf_data(path);
     for d in &args.symdirs {
@@ -460,13 +403,7 @@ pub fn profile_capture_with(path: &Path, args: &ProfileArgs, iopts: &index::Inde
     }
     let seeker = cap.seeker(&idx.file);
     let total = idx.file.totals().elements;
-    let find = |flag: &'static str, pos: &str| -> Result<Option<u64>, ProfileError> {
-        let (target, fuzzy) = cap.parse_position(pos).map_err(|source| ProfileError::Position { flag, source })?;
-        if let Some(name) = fuzzy {
-            eprintln!("tracesight: --{flag} {pos}: no function has that name; using the best match, {name}");
-        }
-        Ok(seeker.find(&target)?)
-    };
+    let find = |flag: &str, pos: &str| cap.find_option(&seeker, flag, pos).map_err(ProfileError::from);
     let from = match &args.from {
         Some(p) => find("from", p)?.ok_or_else(|| ProfileError::NoElementAt { position: p.clone(), total })?,
         None => 0,

@@ -15,6 +15,10 @@
 //! written under a field with a counter's name. Its output is compared with
 //! bincode's: when they differ, no positions are given and the state is never
 //! treated as equal to another, which costs speed but never correctness.
+//!
+//! The session locates the marks when it saves a state; the index build
+//! (a layer above) compares and shifts with them: so they live here, below
+//! both.
 
 use serde::ser::{self, Serialize};
 
@@ -50,7 +54,7 @@ pub struct Mark {
 const KINDS: [Kind; 6] = [Kind::Seq, Kind::Cycles, Kind::BytesIn, Kind::Packets, Kind::Elements, Kind::Instructions];
 
 /// `marks` as bytes (19 per mark), to keep them out of memory while an index
-/// is built (see [`super::spill`]).
+/// is built (the index build keeps them in its spill file).
 pub fn to_bytes(marks: &[Mark]) -> Vec<u8> {
     let mut out = Vec::with_capacity(marks.len() * 19);
     for m in marks {

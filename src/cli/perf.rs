@@ -1,6 +1,8 @@
-//! The commands on a perf.data: `decode`, `index` and `info` (`export` and
-//! the viewer open it through [`Capture::open`] like a snapshot).
+//! `decode` and `info` on a perf.data, and the options every command takes
+//! for one (`index`, `export`, `profile` and the viewer open it through
+//! [`Capture::open`] like a snapshot).
 
+use crate::cli::CliError;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,11 +10,13 @@ use std::process::ExitCode;
 use tracesight::capture::{Capture, CaptureOptions};
 use tracesight::element::{self, Element, ElementKind};
 use tracesight::export::jsonl;
+use tracesight::export::listing::ListingOutput;
 use tracesight::index;
 use tracesight::protocol::etm4::decoder::DecoderOptions;
 use tracesight::session::{run_fragments, Event, Fragment};
 
-use super::{env_flag, env_number, DecodeArgs, Format, IndexArgs, Output};
+use super::decode::{DecodeArgs, Format};
+use super::env_decoder;
 
 /// Options for perf.data captures, shared by every command.
 #[derive(clap::Args, Clone, Default)]
@@ -35,7 +39,8 @@ pub fn is_perf(path: &Path) -> bool {
     tracesight::capture::perf::is_perf_data(path)
 }
 
-fn open(path: &Path, images: &[String], perf: &PerfArgs, decoder: DecoderOptions) -> Result<Capture, String> {
+/// Open a perf.data, printing what the capture warns about.
+pub fn open(path: &Path, images: &[String], perf: &PerfArgs, decoder: DecoderOptions) -> Result<Capture, CliError> {
     let copts = CaptureOptions {
         images: images.to_vec(),
         decoder,
@@ -51,23 +56,10 @@ fn open(path: &Path, images: &[String], perf: &PerfArgs, decoder: DecoderOptions
     Ok(cap)
 }
 
-fn env_decoder() -> DecoderOptions {
-    DecoderOptions {
-        instr_range_limit: env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0),
-        aa64_opcode_check: env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
-        ..DecoderOptions::default()
-    }
-}
-
-/// The CPU whose trace an element of `trace_id` is.
-fn cpu_of(cap: &Capture, trace_id: u8) -> Option<u32> {
-    cap.plan.sources.iter().find(|s| s.trace_id == Some(trace_id)).and_then(|s| s.cpu)
-}
-
 /// One element line: the OpenCSD element line after the CPU, or a JSON
 /// object with `cpu` (and the missing image for a gap) added.
 fn write_element(out: &mut String, cap: &Capture, number: Option<u64>, e: &Element, json: bool, cursor: Option<&mut tracesight::symbols::Cursor<'_>>) {
-    let cpu = cpu_of(cap, e.trace_id);
+    let cpu = cap.cpu_of(e.trace_id);
     let missing = cap.perf.as_ref().and_then(|p| p.missing_image(e));
     if json {
         jsonl::write_element(out, number, e, cursor);
@@ -108,15 +100,8 @@ fn write_element(out: &mut String, cap: &Capture, number: Option<u64>, e: &Eleme
 }
 
 /// `tracesight decode perf.data`.
-pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
-    let limit = if args.instr_range_limit > 0 { args.instr_range_limit } else { env_number("OPENCSD_INSTR_RANGE_LIMIT").unwrap_or(0) };
-    let decoder = DecoderOptions {
-        src_addr_n: args.src_addr_n,
-        aa64_opcode_check: args.aa64_opcode_check || env_flag("OPENCSD_ERR_ON_AA64_BAD_OPCODE"),
-        instr_range_limit: limit,
-        speculation: false,
-        recover: args.recover,
-    };
+pub fn decode(args: &DecodeArgs) -> Result<ExitCode, CliError> {
+    let decoder = DecoderOptions { speculation: false, ..args.decoder() };
     let cap = open(&args.path, &args.images, &args.perf, decoder)?;
     let json = args.format == Format::Jsonl;
     let mut opts = cap.opts.clone();
@@ -129,27 +114,26 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
     opts.elements = !args.packets;
     let mut cursor = if json { cap.symbols.as_ref().map(|s| s.cursor()) } else { None };
     super::refuse_input_output(args.output.as_deref(), &args.path, None, &args.images)?;
-    let mut out = Output::new(args.output.as_deref())?;
+    let mut out = ListingOutput::new(args.output.as_deref()).map_err(|e| e.to_string())?;
     if cap.fragments.is_empty() {
         eprintln!("tracesight: {}: no trace data to decode", args.path.display());
-        out.close()?;
+        out.close().map_err(|e| e.to_string())?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(pos) = &args.seek {
         let idx = super::open_index(&cap.plan, &cap.file, &cap.fragments, &opts, &index::IndexOptions::default(), false)?;
         let seeker = index::Seeker::with_fragments(&cap.plan, cap.file.bytes(), &cap.fragments, &opts, &idx.file).releasing(&cap.file);
-        let (target, fuzzy) = cap.parse_position(pos).map_err(|e| format!("--seek {e}"))?;
-        if let Some(name) = fuzzy {
-            eprintln!("tracesight: no function is named like that; using the best match, {name}");
-        }
-        let Some(start) = seeker.find(&target).map_err(|e| e.to_string())? else {
+        let found = cap.find_position(&seeker, "seek", pos, |name| {
+            eprintln!("tracesight: no function is named like that; using the best match, {name}")
+        });
+        let Some(start) = found.map_err(|e| e.to_string())? else {
             eprintln!("tracesight: --seek {pos}: no element there (the trace has {} elements)", idx.file.totals().elements);
             return Ok(ExitCode::from(1));
         };
         seeker
             .each(start, args.count, |n| write_element(&mut out.buf, &cap, Some(n.number), n.element, json, cursor.as_mut()))
             .map_err(|e| e.to_string())?;
-        out.close()?;
+        out.close().map_err(|e| e.to_string())?;
         return Ok(ExitCode::SUCCESS);
     }
     let show_packets = !args.elements_only;
@@ -194,10 +178,10 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, String> {
     }
     match io_err {
         Some(e) if e.kind() == io::ErrorKind::BrokenPipe => return Ok(ExitCode::SUCCESS),
-        Some(e) => return Err(format!("writing output: {e}")),
+        Some(e) => return Err(format!("writing output: {e}").into()),
         None => {}
     }
-    out.close()?;
+    out.close().map_err(|e| e.to_string())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -216,54 +200,12 @@ fn fragment_header(cap: &Capture, i: usize, f: &Fragment) -> String {
     format!("AUX fragment {i}{cpu}: 0x{:x}..0x{:x} ({} bytes), {what}\n", f.start, f.end, f.len())
 }
 
-/// `tracesight index perf.data`.
-pub fn index(args: &IndexArgs) -> Result<ExitCode, String> {
-    let cap = open(&args.path, &args.images, &args.perf, env_decoder())?;
-    let iopts = index::IndexOptions { interval: args.interval_kib.max(1) * 1024, ..Default::default() };
-    let t0 = std::time::Instant::now();
-    let idx = super::open_index(&cap.plan, &cap.file, &cap.fragments, &cap.opts, &iopts, args.rebuild)?;
-    let took = t0.elapsed();
-    let f = &idx.file;
-    let mut o = String::new();
-    for r in &idx.rejected {
-        o.push_str(&format!("rejected {r}\n"));
-    }
-    o.push_str(&format!(
-        "index {} ({}, {} bytes)\n",
-        idx.path.display(),
-        if idx.built { format!("built in {:.2} s", took.as_secs_f64()) } else { "up to date".into() },
-        f.file_len()
-    ));
-    let t = f.totals();
-    let bytes: usize = cap.fragments.iter().map(|f| f.len()).sum();
-    o.push_str(&format!(
-        "perf.data: {} AUX fragments, {bytes} bytes of trace, {} checkpoints, {} packets, {} elements, {} instructions\n",
-        cap.fragments.len(),
-        f.len(),
-        t.packets,
-        t.elements,
-        t.instructions
-    ));
-    if let Some(s) = f.stop() {
-        o.push_str(&format!("  decode stopped early: {s}\n"));
-    }
-    for s in f.id_summaries() {
-        let cpu = cpu_of(&cap, s.trace_id as u8).map_or("?".into(), |c| c.to_string());
-        o.push_str(&format!(
-            "  CPU {cpu} (trace ID 0x{:02x}): {} elements, {} instructions\n",
-            s.trace_id, s.elements, s.instructions
-        ));
-    }
-    print!("{o}");
-    Ok(ExitCode::SUCCESS)
-}
-
 /// `tracesight info perf.data`: the recording as the reader describes it,
 /// then the files found for its binaries, its threads and the decoder's
 /// view of each CPU's configuration.
-pub fn info(path: &Path, images: &[String], perf: &PerfArgs) -> Result<ExitCode, String> {
+pub fn info(path: &Path, images: &[String], perf: &PerfArgs) -> Result<ExitCode, CliError> {
     let cap = open(path, images, perf, env_decoder())?;
-    let Some(p) = &cap.perf else { return Err(format!("{}: not a perf.data", path.display())) };
+    let Some(p) = &cap.perf else { return Err(format!("{}: not a perf.data", path.display()).into()) };
     let mut o = tracesight::input::perf::describe(&p.data);
     o.push_str("
 binaries for decoding:

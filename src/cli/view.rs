@@ -1,0 +1,17 @@
+//! `tracesight [CAPTURE]`: the viewer.
+
+use crate::cli::CliError;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use super::{demo_path, CaptureArgs};
+
+/// Open `path` (the bundled demo without one) in the viewer.
+pub fn run(path: Option<PathBuf>, capture: &CaptureArgs) -> Result<ExitCode, CliError> {
+    let path = path.unwrap_or_else(demo_path);
+    let copts = capture.options();
+    // Open once here so a bad path fails before the screen switches.
+    tracesight::capture::Capture::open(&path, &copts)?;
+    tracesight::tui::run(&path, &copts)?;
+    Ok(ExitCode::SUCCESS)
+}
