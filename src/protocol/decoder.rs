@@ -15,8 +15,8 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use super::etm4::decoder::DecoderOptions;
-pub use super::etm4::decoder::DecoderOutput;
+use super::output::DecoderOptions;
+pub use super::output::DecoderOutput;
 use super::ProtocolError;
 use crate::element::{Element, ElementKind, Isa, Time, UnsyncReason};
 use crate::image::instr::InstrError;

@@ -7,6 +7,7 @@
 //! their raw bytes, so no packet is ever allocated.
 
 pub mod decoder;
+pub mod output;
 pub mod etm3;
 pub mod etm4;
 pub mod ptm;

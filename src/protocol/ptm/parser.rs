@@ -31,10 +31,10 @@ const ASYNC_PAD_ZEROS: u32 = 11;
 /// The most zeros the A-sync search holds over from one block to the next.
 /// OpenCSD holds about a third of a long unsynchronised zero run and lists
 /// the held zeros again with each later block, so its listing grows with the
-/// square of the run; past this many (a run of some 3,000 zeros) the held
+/// square of the run; past this many (a run of some 12,000 zeros) the held
 /// zeros are listed as unsynchronised data and the search starts over, which
 /// keeps the listing linear and a parser's memory and saved state bounded.
-pub const MAX_HELD_ZEROS: usize = 1024;
+pub const MAX_HELD_ZEROS: usize = 4096;
 /// Zeros an A-sync needs before its 0x80.
 const ASYNC_ZEROS: u32 = 5;
 
