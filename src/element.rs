@@ -468,28 +468,55 @@ pub fn write_json_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
-/// The element kind as JSON and CSV exports name it (`instr_range`, ...).
-pub fn kind_name(kind: &ElementKind) -> &'static str {
+/// Every element kind's name as JSON and CSV exports give it, in the order of
+/// [`kind_index`].
+pub const KIND_NAMES: [&str; 17] = [
+    "no_sync",
+    "trace_on",
+    "pe_context",
+    "instr_range",
+    "range_no_path",
+    "addr_not_accessible",
+    "exception",
+    "exception_return",
+    "timestamp",
+    "cycle_count",
+    "event",
+    "trigger",
+    "addr_unknown",
+    "timestamp_marker",
+    "memtrans",
+    "instrumentation",
+    "end_of_trace",
+];
+
+/// The element kind's place in [`KIND_NAMES`] (for tables of counts).
+pub fn kind_index(kind: &ElementKind) -> usize {
     use ElementKind as K;
     match kind {
-        K::NoSync(_) => "no_sync",
-        K::TraceOn(_) => "trace_on",
-        K::PeContext(_) => "pe_context",
-        K::InstrRange { .. } => "instr_range",
-        K::RangeNoPath { .. } => "range_no_path",
-        K::AddrNotAccessible { .. } => "addr_not_accessible",
-        K::Exception { .. } => "exception",
-        K::ExceptionReturn => "exception_return",
-        K::Timestamp { .. } => "timestamp",
-        K::CycleCount => "cycle_count",
-        K::Event { .. } => "event",
-        K::Trigger => "trigger",
-        K::AddrUnknown => "addr_unknown",
-        K::TimestampMarker { .. } => "timestamp_marker",
-        K::MemTrans(_) => "memtrans",
-        K::Instrumentation { .. } => "instrumentation",
-        K::EndOfTrace(_) => "end_of_trace",
+        K::NoSync(_) => 0,
+        K::TraceOn(_) => 1,
+        K::PeContext(_) => 2,
+        K::InstrRange { .. } => 3,
+        K::RangeNoPath { .. } => 4,
+        K::AddrNotAccessible { .. } => 5,
+        K::Exception { .. } => 6,
+        K::ExceptionReturn => 7,
+        K::Timestamp { .. } => 8,
+        K::CycleCount => 9,
+        K::Event { .. } => 10,
+        K::Trigger => 11,
+        K::AddrUnknown => 12,
+        K::TimestampMarker { .. } => 13,
+        K::MemTrans(_) => 14,
+        K::Instrumentation { .. } => 15,
+        K::EndOfTrace(_) => 16,
     }
+}
+
+/// The element kind as JSON and CSV exports name it (`instr_range`, ...).
+pub fn kind_name(kind: &ElementKind) -> &'static str {
+    KIND_NAMES[kind_index(kind)]
 }
 
 /// One JSON object (no newline) with the element's typed fields.

@@ -13,6 +13,7 @@ use tracesight::capture::open_snapshot;
 use tracesight::element;
 use tracesight::export::jsonl;
 use tracesight::export::listing::{self, ListingOptions, ListingOutput};
+use tracesight::export::summary::DecodeCounts;
 use tracesight::index;
 use tracesight::input::TraceFile;
 use tracesight::protocol::etm4::decoder::DecoderOptions;
@@ -86,6 +87,11 @@ pub struct DecodeArgs {
     /// --image).
     #[arg(long, value_name = "POS", conflicts_with_all = ["packets", "multi_session", "speculation"])]
     pub seek: Option<String>,
+    /// Decode everything but print only counts per trace source (bytes,
+    /// packets, elements per kind, instructions, errors) and the time taken,
+    /// as trc_pkt_lister's -profile does; with --packets, parse only.
+    #[arg(long, conflicts_with_all = ["seek", "speculation", "elements_only"])]
+    pub summary: bool,
     /// With --seek: how many elements to print.
     #[arg(long, default_value_t = 50, requires = "seek")]
     pub count: u64,
@@ -192,6 +198,18 @@ pub fn run(args: DecodeArgs) -> Result<ExitCode, CliError> {
         out.close().map_err(|e| e.to_string())?;
         return Ok(code);
     }
+    if args.summary {
+        let started = std::time::Instant::now();
+        let mut counts = DecodeCounts::default();
+        for (i, (plan, file)) in planned.iter().enumerate() {
+            for n in &plan.notes {
+                eprintln!("tracesight: warning: {n}");
+            }
+            let opts = RunOptions { after_reset: args.multi_session && i > 0, ..opts.clone() };
+            counts.count(plan, file.bytes(), &[Fragment::whole(file.len())], &opts);
+        }
+        return write_summary(&counts, started.elapsed().as_secs_f64(), opencsd, out);
+    }
     let lo = ListingOptions {
         snapshot: args.path.clone(),
         opencsd,
@@ -205,6 +223,17 @@ pub fn run(args: DecodeArgs) -> Result<ExitCode, CliError> {
     };
     out.close().map_err(|e| e.to_string())?;
     Ok(if summary.failure.is_some() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// Print a summary's report; exit 1 when a decode stopped, as a listing does.
+pub fn write_summary(counts: &DecodeCounts, seconds: f64, text: bool, mut out: ListingOutput) -> Result<ExitCode, CliError> {
+    if text {
+        counts.write_text(&mut out.buf, seconds);
+    } else {
+        counts.write_json(&mut out.buf, seconds);
+    }
+    out.close().map_err(|e| e.to_string())?;
+    Ok(if counts.stops.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn parse_seek(pos: &str, images: &[String]) -> Result<index::SeekTarget, CliError> {

@@ -136,6 +136,12 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, CliError> {
         out.close().map_err(|e| e.to_string())?;
         return Ok(ExitCode::SUCCESS);
     }
+    if args.summary {
+        let started = std::time::Instant::now();
+        let mut counts = tracesight::export::summary::DecodeCounts::default();
+        counts.count(&cap.plan, cap.file.bytes(), &cap.fragments, &opts);
+        return super::decode::write_summary(&counts, started.elapsed().as_secs_f64(), !json, out);
+    }
     let show_packets = !args.elements_only;
     let mut io_err = None;
     for (i, frag) in cap.fragments.iter().enumerate() {

@@ -15,6 +15,7 @@ pub mod csv;
 pub mod jsonl;
 pub mod listing;
 pub mod perfetto;
+pub mod summary;
 
 use std::fmt;
 use std::io::{self, Write};

@@ -1,0 +1,275 @@
+//! `decode --summary`: decode everything, keep only counts. This is the
+//! muted decode trc_pkt_lister runs with `-decode -profile` (its printers
+//! count element types and print nothing else), so whole-process speed can
+//! be compared with it: the work is the decode, not the text.
+
+use std::fmt::Write as _;
+
+use crate::element::{self, ElementKind, KIND_NAMES};
+use crate::session::{run_fragments, BufferPlan, Event, Fragment, RunOptions, RunSummary, Source};
+
+/// Counts for one trace source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceCounts {
+    /// The source's name in the snapshot (`ETM_0`, `cpu3`, ...).
+    pub name: String,
+    /// Its device type (`ETM4`, `ETE`, `PTM1.1`, `ETM3.5`).
+    pub device_type: String,
+    /// The trace ID it is configured with, if any.
+    pub trace_id: Option<u8>,
+    /// Bytes of its packets (after the frame layer).
+    pub bytes: u64,
+    pub packets: u64,
+    /// Elements per kind, indexed as [`KIND_NAMES`].
+    pub elements: [u64; KIND_NAMES.len()],
+    /// Instructions the ranges cover (with and without path information).
+    pub instructions: u64,
+    /// Decoder and parser messages (OpenCSD's error lines).
+    pub errors: u64,
+}
+
+impl SourceCounts {
+    fn new(s: &Source) -> SourceCounts {
+        SourceCounts {
+            name: s.name.clone(),
+            device_type: s.device_type.clone(),
+            trace_id: s.trace_id,
+            bytes: 0,
+            packets: 0,
+            elements: [0; KIND_NAMES.len()],
+            instructions: 0,
+            errors: 0,
+        }
+    }
+
+    /// All elements, whatever their kind.
+    pub fn element_total(&self) -> u64 {
+        self.elements.iter().sum()
+    }
+
+    fn add(&mut self, o: &SourceCounts) {
+        self.bytes += o.bytes;
+        self.packets += o.packets;
+        for (a, b) in self.elements.iter_mut().zip(o.elements.iter()) {
+            *a += b;
+        }
+        self.instructions += o.instructions;
+        self.errors += o.errors;
+    }
+}
+
+/// What a summarised decode saw, over one or more runs (buffers or perf.data
+/// fragments) of the same plan's sources.
+#[derive(Clone, Debug, Default)]
+pub struct DecodeCounts {
+    /// One entry per source of the plan, in the plan's order; sources that
+    /// saw no data have zero counts.
+    pub sources: Vec<SourceCounts>,
+    /// Bytes handed to the decoders (trc_pkt_lister's "processed N bytes").
+    pub bytes_processed: u64,
+    /// Why decodes stopped early (frame errors, fatal decoder errors), in
+    /// the order they happened.
+    pub stops: Vec<String>,
+    /// Trace IDs with data that no source decodes, and why.
+    pub skipped: Vec<(u8, String)>,
+}
+
+impl DecodeCounts {
+    /// The counts of every source together.
+    pub fn total(&self) -> SourceCounts {
+        let mut t = SourceCounts {
+            name: "total".into(),
+            device_type: String::new(),
+            trace_id: None,
+            bytes: 0,
+            packets: 0,
+            elements: [0; KIND_NAMES.len()],
+            instructions: 0,
+            errors: 0,
+        };
+        for s in &self.sources {
+            t.add(s);
+        }
+        t
+    }
+
+    /// Decode `fragments` of `data` as `plan` describes, adding what was
+    /// seen. Runs of several buffers of one snapshot add up by source name.
+    pub fn count(&mut self, plan: &BufferPlan, data: &[u8], fragments: &[Fragment], opts: &RunOptions) -> RunSummary {
+        let mut here: Vec<SourceCounts> = plan.sources.iter().map(SourceCounts::new).collect();
+        // Events name their source by reference into `plan.sources`; the
+        // last one seen is remembered, since events come in runs per source.
+        let mut last: Option<(*const Source, usize)> = None;
+        let mut slot = |s: &Source| -> Option<usize> {
+            let p = s as *const Source;
+            if let Some((lp, i)) = last {
+                if lp == p {
+                    return Some(i);
+                }
+            }
+            let i = plan.sources.iter().position(|x| std::ptr::eq(x, s))?;
+            last = Some((p, i));
+            Some(i)
+        };
+        let mut skipped = Vec::new();
+        let summary = run_fragments(plan, data, fragments, opts, |ev| match ev {
+            Event::Packet { source, raw, .. } => {
+                if let Some(i) = slot(source) {
+                    here[i].packets += 1;
+                    here[i].bytes += raw.len() as u64;
+                }
+            }
+            Event::Element { source, element } => {
+                if let Some(i) = slot(source) {
+                    let c = &mut here[i];
+                    c.elements[element::kind_index(&element.kind)] += 1;
+                    match element.kind {
+                        ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } => {
+                            c.instructions += count as u64
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Event::Message { source, .. } => {
+                if let Some(i) = slot(source) {
+                    here[i].errors += 1;
+                }
+            }
+            Event::Skipped { trace_id, reason } => skipped.push((trace_id, reason)),
+            _ => {}
+        });
+        for c in here {
+            match self.sources.iter_mut().find(|s| s.name == c.name && s.trace_id == c.trace_id) {
+                Some(s) => s.add(&c),
+                None => self.sources.push(c),
+            }
+        }
+        self.bytes_processed += summary.bytes_processed;
+        if let Some(e) = &summary.frame_error {
+            self.stops.push(format!("frame error: {e}"));
+        }
+        for f in summary.fatal.iter().chain(summary.fatal_at_end.iter()) {
+            self.stops.push(f.clone());
+        }
+        for s in skipped {
+            if !self.skipped.iter().any(|(id, _)| *id == s.0) {
+                self.skipped.push(s);
+            }
+        }
+        summary
+    }
+
+    /// Sources that saw any data.
+    fn active(&self) -> impl Iterator<Item = &SourceCounts> {
+        self.sources.iter().filter(|s| s.bytes > 0 || s.packets > 0)
+    }
+
+    /// A text report: one row per source and the total, the elements per
+    /// kind (kinds that occur) per source, then how long it took.
+    pub fn write_text(&self, out: &mut String, seconds: f64) {
+        let total = self.total();
+        let active: Vec<&SourceCounts> = self.active().collect();
+        let id = |s: &SourceCounts| s.trace_id.map(|i| format!("0x{i:02x}")).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "{:<6} {:<12} {:<8} {:>14} {:>14} {:>14} {:>16} {:>8}",
+            "ID", "source", "type", "bytes", "packets", "elements", "instructions", "errors"
+        );
+        for s in active.iter().copied().chain(std::iter::once(&total)) {
+            let _ = writeln!(
+                out,
+                "{:<6} {:<12} {:<8} {:>14} {:>14} {:>14} {:>16} {:>8}",
+                if std::ptr::eq(s, &total) { String::new() } else { id(s) },
+                s.name,
+                s.device_type,
+                s.bytes,
+                s.packets,
+                s.element_total(),
+                s.instructions,
+                s.errors
+            );
+        }
+        out.push('\n');
+        let _ = write!(out, "{:<20}", "elements");
+        for s in &active {
+            let _ = write!(out, " {:>14}", id(s));
+        }
+        let _ = writeln!(out, " {:>14}", "total");
+        for (k, name) in KIND_NAMES.iter().enumerate() {
+            if total.elements[k] == 0 {
+                continue;
+            }
+            let _ = write!(out, "{name:<20}");
+            for s in &active {
+                let _ = write!(out, " {:>14}", s.elements[k]);
+            }
+            let _ = writeln!(out, " {:>14}", total.elements[k]);
+        }
+        out.push('\n');
+        for (id, why) in &self.skipped {
+            let _ = writeln!(out, "skipped trace ID 0x{id:02x}: {why}");
+        }
+        for s in &self.stops {
+            let _ = writeln!(out, "stopped: {s}");
+        }
+        let mib = self.bytes_processed as f64 / (1024.0 * 1024.0);
+        let (rate, elems) = if seconds > 0.0 {
+            (mib / seconds, total.element_total() as f64 / seconds / 1e6)
+        } else {
+            (0.0, 0.0)
+        };
+        let _ = writeln!(
+            out,
+            "decoded {} bytes in {seconds:.3} s: {rate:.1} MiB/s, {elems:.2} M elements/s",
+            self.bytes_processed
+        );
+    }
+
+    /// The same as one JSON object (one line): `sources` with per-kind
+    /// element counts, `total`, `bytes_processed`, `seconds`, `stops`.
+    pub fn write_json(&self, out: &mut String, seconds: f64) {
+        fn counts(out: &mut String, s: &SourceCounts) {
+            out.push_str("{\"name\":");
+            element::write_json_string(out, &s.name);
+            out.push_str(",\"type\":");
+            element::write_json_string(out, &s.device_type);
+            match s.trace_id {
+                Some(i) => {
+                    let _ = write!(out, ",\"trace_id\":{i}");
+                }
+                None => out.push_str(",\"trace_id\":null"),
+            }
+            let _ = write!(
+                out,
+                ",\"bytes\":{},\"packets\":{},\"instructions\":{},\"errors\":{},\"elements\":{{",
+                s.bytes, s.packets, s.instructions, s.errors
+            );
+            let mut first = true;
+            for (k, name) in KIND_NAMES.iter().enumerate() {
+                if s.elements[k] > 0 {
+                    let _ = write!(out, "{}\"{name}\":{}", if first { "" } else { "," }, s.elements[k]);
+                    first = false;
+                }
+            }
+            out.push_str("}}");
+        }
+        out.push_str("{\"sources\":[");
+        for (i, s) in self.active().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            counts(out, s);
+        }
+        out.push_str("],\"total\":");
+        counts(out, &self.total());
+        let _ = write!(out, ",\"bytes_processed\":{},\"seconds\":{seconds:.6},\"stops\":[", self.bytes_processed);
+        for (i, s) in self.stops.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            element::write_json_string(out, s);
+        }
+        out.push_str("]}\n");
+    }
+}
