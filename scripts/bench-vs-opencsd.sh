@@ -69,7 +69,7 @@ make_input() {
 
 version=""
 if [ -n "$lister" ]; then
-    version=$("$lister" -help 2>/dev/null | sed -n 's/.*Library Version : *//p' | head -n 1 || true)
+    version=$("$lister" -help -logfilename /dev/null 2>/dev/null | sed -n 's/.*Library Version : *//p' | head -n 1 || true)
     echo "trc_pkt_lister: $lister (OpenCSD ${version:-version unknown})"
 else
     echo "trc_pkt_lister not found (set TRC_PKT_LISTER): timing tracesight only"

@@ -698,3 +698,29 @@ fn text_fields_edit_and_export_asks_before_overwriting() {
     assert_ne!(std::fs::read_to_string(&path).unwrap(), "keep me");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `p` goes to the next execution of the address under the cursor and `P`
+/// comes back to it: the nearest earlier execution is the one it left.
+#[test]
+fn p_and_shift_p_visit_executions_of_the_cursor_address() {
+    let mut app = open((120, 40));
+    goto(&mut app, 1000);
+    let mut n = 1000;
+    let addr = loop {
+        match app.entry(n).map(|e| e.row.clone()) {
+            Some(r) if r.kind == RowKind::Range => break r.addr.unwrap(),
+            Some(_) => n += 1,
+            None => goto(&mut app, n),
+        }
+    };
+    goto(&mut app, n);
+    act(&mut app, &[Action::NextVisit]);
+    found(&mut app);
+    let next = app.cursor.number;
+    assert!(next > n, "p went to {next}, not past {n}: {}", app.message);
+    let row = app.entry(next).unwrap().row.clone();
+    assert!(row.addr.unwrap() <= addr && addr < row.end.unwrap(), "{next} does not execute {addr:#x}");
+    act(&mut app, &[Action::PrevVisit]);
+    found(&mut app);
+    assert_eq!(app.cursor.number, n, "P did not come back: {}", app.message);
+}

@@ -43,6 +43,10 @@ pub enum Action {
     PrevSpec,
     /// From a call to its return.
     CallReturn,
+    /// The next execution of the address under the cursor.
+    NextVisit,
+    /// The previous execution of the address under the cursor.
+    PrevVisit,
     /// Then a letter: set a mark.
     SetMark,
     /// Then a letter: jump to a mark.
@@ -1017,6 +1021,14 @@ impl App {
             Action::PrevGap => self.find_rel(Dir::Backward, FindWhat::Gap, "previous gap"),
             Action::NextSpec => self.find_rel(Dir::Forward, FindWhat::Speculation, "next speculation event"),
             Action::PrevSpec => self.find_rel(Dir::Backward, FindWhat::Speculation, "previous speculation event"),
+            Action::NextVisit | Action::PrevVisit => match self.cursor_addr() {
+                Some(addr) => {
+                    let (dir, which) =
+                        if a == Action::NextVisit { (Dir::Forward, "next") } else { (Dir::Backward, "previous") };
+                    self.find_rel(dir, FindWhat::Address(addr), &format!("{which} execution of {addr:#x}"))
+                }
+                None => self.message = "no address here: p and P work on instruction ranges".into(),
+            },
             Action::CallReturn => match self.entry(self.cursor.number).map(|e| (e.row.call_return, e.row.trace_id)) {
                 Some((Some(addr), trace_id)) => self.find_rel(Dir::Forward, FindWhat::Return { trace_id, addr }, "return"),
                 _ => self.message = "not a call: % works on a range that ends in a call".into(),

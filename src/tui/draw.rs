@@ -647,6 +647,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("o O", "next / previous gap (no sync, overflow, unreadable code)"),
     ("c C", "next / previous speculation event"),
     ("%", "from a call to its return"),
+    ("p P", "next / previous execution of this address"),
     ("m a-z", "set a mark"),
     ("' a-z", "jump to a mark"),
     ("[ ]", "back / forward through jumps"),
