@@ -69,7 +69,9 @@ make_input() {
 
 version=""
 if [ -n "$lister" ]; then
-    version=$("$lister" -help -logfilename /dev/null 2>/dev/null | sed -n 's/.*Library Version : *//p' | head -n 1 || true)
+    # Run where its default log file (trc_pkt_lister.ppl) may land.
+    mkdir -p "$work"
+    version=$(cd "$work" && "$lister" -help -logstdout 2>/dev/null | sed -n 's/.*Library Version : *//p' | head -n 1 || true)
     echo "trc_pkt_lister: $lister (OpenCSD ${version:-version unknown})"
 else
     echo "trc_pkt_lister not found (set TRC_PKT_LISTER): timing tracesight only"
