@@ -4,6 +4,9 @@
 
 #[path = "support/realign.rs"]
 mod realign;
+// The trace units and buffer plan the fuzz targets build from bytes.
+#[path = "../fuzz/fuzz_targets/common/mod.rs"]
+mod units;
 
 use std::path::{Path, PathBuf};
 
@@ -130,42 +133,12 @@ fn a_stop_on_the_flushed_last_packet_is_reported() {
     use std::sync::Arc;
     use tracesight::element::MemSpace;
     use tracesight::image::memory::MemoryImage;
-    use tracesight::input::{BufferFormat, TraceBuffer};
-    use tracesight::protocol::etm3::Etm3Config;
-    use tracesight::session::{BufferPlan, Source, SourceKind};
 
     // Cycle accurate, timestamps, branch output, 32-bit context IDs and
-    // data trace (ETMCR bits 2-3), as TC2's ETM_0 otherwise.
-    let etmcr = 0x800 | 1 << 12 | 1 << 28 | 1 << 8 | 3 << 14 | 0xc;
-    let reg = |name: &str| match name {
-        "ETMCR" => Some(etmcr),
-        "ETMIDR" => Some(0x410c_f250),
-        "ETMCCER" => Some(0x3440_08f2),
-        "ETMTRACEIDR" => Some(0x10),
-        _ => None,
-    };
-    let cfg = Etm3Config::from_registers(reg, None).unwrap();
+    // data trace (ETMCR bits 2-3), as TC2's ETM_0 otherwise; raw trace.
     let mut image = MemoryImage::new();
     image.add_bytes(0x1000, vec![0xff; 16], MemSpace::ANY);
-    let plan = BufferPlan {
-        buffer: TraceBuffer {
-            section: "buffer0".into(),
-            name: "raw".into(),
-            file: "raw.bin".into(),
-            format: BufferFormat::SourceData,
-            path: PathBuf::from("raw.bin"),
-            line: 0,
-        },
-        sources: vec![Source {
-            name: "ETM_0".into(),
-            device_type: "ETM3.5".into(),
-            trace_id: Some(0x10),
-            kind: SourceKind::Etm3(cfg),
-            cpu: None,
-        }],
-        notes: Vec::new(),
-        image: Arc::new(image),
-    };
+    let plan = units::plan(vec![units::source(2, 0x1f, 0x10)], false, Arc::new(image));
     // Async, A-sync, a branch, a periodic I-sync, a P-header, then the
     // first byte of a data packet (0x2e) as the buffer's last byte.
     let mut data = vec![0xff, 0, 0, 0, 0, 0, 0, 0, 0x80, 0x0d];

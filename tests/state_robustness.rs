@@ -6,6 +6,10 @@
 //! decodes the next bytes with a time limit. Loading may refuse the state; a
 //! loaded state must decode without panicking and in bounded time.
 
+// The trace units, image and buffer plan the fuzz targets build from bytes.
+#[path = "../fuzz/fuzz_targets/common/mod.rs"]
+mod units;
+
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -251,51 +255,17 @@ fn edited_raw_ptm_states_never_panic_or_hang() {
 /// and the packet being gathered stays bounded.
 #[test]
 fn every_state_a_parser_saves_loads_again() {
-    use tracesight::protocol::etm3::{Etm3Config, Etm3Parser};
-    use tracesight::protocol::etm4::{Etm4Config, Etm4Parser};
-    use tracesight::protocol::ptm::{PtmConfig, PtmParser};
+    use tracesight::protocol::etm3::Etm3Parser;
+    use tracesight::protocol::etm4::Etm4Parser;
+    use tracesight::protocol::ptm::PtmParser;
 
-    // ETMv3.5 with every ETMCR option that adds packets: cycle accurate,
-    // timestamps, branch output, 32-bit context IDs, data trace (address and
-    // value); PTM with cycle accuracy, timestamps, return stack, branch
-    // broadcast and context IDs; ETE with cycle counts and timestamps.
-    let etm3 = Etm3Config::from_registers(
-        |r| match r {
-            "ETMCR" => Some(0x800 | 1 << 12 | 1 << 28 | 1 << 8 | 3 << 14 | 0xc),
-            "ETMIDR" => Some(0x410c_f250),
-            "ETMCCER" => Some(0x3440_08f2),
-            "ETMTRACEIDR" => Some(0x10),
-            _ => None,
-        },
-        None,
-    )
-    .unwrap();
-    let ptm = PtmConfig::from_registers(
-        |r| match r {
-            "ETMCR" => Some(1 << 12 | 1 << 28 | 1 << 29 | 1 << 8 | 3 << 14),
-            "ETMIDR" => Some(0x411c_f312),
-            "ETMCCER" => Some(0x34c0_1ac2),
-            "ETMTRACEIDR" => Some(0x11),
-            _ => None,
-        },
-        None,
-    )
-    .unwrap();
-    let ete = Etm4Config::from_registers(
-        |r| match r {
-            "TRCIDR0" => Some(1 << 5 | 1 << 9 | 1 << 7 | 0x8 << 24 | 3 << 15),
-            "TRCIDR1" => Some(0x4100_fff0),
-            "TRCIDR2" => Some(0x8 | 4 << 10 | 0xc << 25),
-            "TRCIDR8" => Some(0),
-            "TRCCONFIGR" => Some(1 << 3 | 1 << 4 | 1 << 11),
-            "TRCTRACEIDR" => Some(0x12),
-            "TRCDEVARCH" => Some(0x4770_5a13),
-            _ => None,
-        },
-        true,
-        None,
-    )
-    .unwrap();
+    // Every option that adds packets: ETMv3.5 cycle accurate, with
+    // timestamps, branch output, 32-bit context IDs and data trace; PTM cycle
+    // accurate, with timestamps, return stack, branch broadcast and context
+    // IDs; ETE with cycle counts and timestamps (bits as `units` reads them).
+    let etm3 = units::etm3(0x1f, 0x10);
+    let ptm = units::ptm(0x1f, 0x11);
+    let ete = units::etm4(0x0b, 0x12);
     let mut checked = 0u64;
     for header in 0..=255u8 {
         for fill in [0xffu8, 0x80, 0x00] {
@@ -355,4 +325,40 @@ fn every_state_a_parser_saves_loads_again() {
     // growing with it. Ours stays linear (about 61 per zero).
     assert!(listed < 100 * zeros.len(), "{listed} bytes listed for {} zeros", zeros.len());
     assert!(checked > 1_000_000);
+}
+
+/// A state the ETMv4 decoder saves loads again when its speculation depth has
+/// gone below zero, as OpenCSD's does when a cancel resolves elements the
+/// depth never counted (exceptions whose address packets never came). Found by the `runner_routing` fuzz target
+/// (crash-b7331129: ETE, MAXSPEC 0, four sources, formatted); the input is
+/// replayed here the way that target reads it: the exact and recovery runs,
+/// then the trace cut in two with the state saved and resumed between.
+#[test]
+fn a_decoder_state_with_negative_speculation_depth_loads_again() {
+    use tracesight::protocol::etm4::decoder::DecoderOptions;
+    use tracesight::session::run;
+
+    let input = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/runner_routing_negative_spec_depth.bin"))
+        .expect("test input");
+    let shape = input[0];
+    let n = (shape & 3) as usize + 1;
+    let head = 1 + 2 * n + 1 + 16;
+    let sources = (0..n).map(|i| units::source(input[1 + 2 * i], input[2 + 2 * i], 0x10 + i as u8)).collect();
+    let cut = input[1 + 2 * n] as usize;
+    let plan = units::plan(sources, shape & 4 == 0, units::image(&input[head - 16..head]));
+    let data = &input[head..];
+    let recover = RunOptions {
+        elements: shape & 8 == 0,
+        decoder: DecoderOptions { recover: true, ..DecoderOptions::default() },
+        ..RunOptions::default()
+    };
+    let summary = run(&plan, data, &recover, |_| {}).expect("run");
+    assert_eq!(summary.fatal, None, "recovery mode stopped");
+    let at = (data.len() * cut / 256) & !15;
+    let mut r = Runner::new(&plan, &recover);
+    assert!(r.feed(&data[..at], &mut |_| {}), "the first feed stopped");
+    let state = r.save_state().expect("a state after the first feed");
+    let mut resumed = Runner::resume(&plan, &recover, &state).unwrap_or_else(|e| panic!("the saved state is refused: {e}"));
+    resumed.feed(&data[at..], &mut |_| {});
+    resumed.finish(&mut |_| {});
 }

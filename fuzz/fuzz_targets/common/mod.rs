@@ -1,7 +1,9 @@
 //! Pieces the fuzz targets share: trace unit configurations chosen by input
 //! bytes, a small program image and a buffer plan built without a snapshot
-//! directory. Each target includes this with `#[path]`; not every target uses
-//! every piece.
+//! directory. Each target includes this with `#[path]`, and so do the
+//! integration tests that replay a finding (tests/state_robustness.rs,
+//! tests/recover.rs), so a finding's input reads the same there; not every
+//! user uses every piece.
 #![allow(dead_code)]
 
 use std::path::PathBuf;

@@ -329,8 +329,16 @@ impl Decoder for Etm4Decoder {
             &[
                 ((0..=depth_max).contains(&self.max_spec), "maximum speculation depth"),
                 // The depth counts P0 elements that may since have left the
-                // element stack, so only the architecture bounds it.
-                ((0..=depth_max).contains(&self.spec_depth), "speculation depth"),
+                // element stack, so only the architecture bounds it from
+                // above. It goes below zero when a cancel or commit resolves
+                // elements it never counted: an exception counts only once its
+                // address packet arrives, so exceptions without addresses
+                // queue uncounted elements. OpenCSD's `m_curr_spec_depth` is a
+                // signed int that does the same and the listing follows it,
+                // so it is kept, not clamped. Each element resolved was
+                // queued by a trace byte, so no trace gets near -2^62, and
+                // arithmetic with MAXSPEC cannot overflow above it.
+                ((-(1i64 << 62)..=depth_max).contains(&self.spec_depth), "speculation depth"),
                 ((0..=depth_max).contains(&self.res.commit), "commit count"),
                 ((0..=depth_max).contains(&self.res.cancel), "cancel count"),
                 rs_index,
