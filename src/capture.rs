@@ -87,6 +87,11 @@ pub struct CaptureOptions {
     /// Do not read symbols from the images (a command that only decodes,
     /// such as `index`, need not pay for DWARF).
     pub no_symbols: bool,
+    /// Where the viewer looks for source files first (`--source-root`),
+    /// before the places next to the capture.
+    pub source_roots: Vec<PathBuf>,
+    /// Source path rewrites, OLD to NEW (`--substitute-path OLD=NEW`).
+    pub substitutions: Vec<(String, String)>,
 }
 
 /// A capture ready to decode and seek.

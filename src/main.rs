@@ -25,6 +25,8 @@ struct Cli {
     path: Option<PathBuf>,
     #[command(flatten)]
     capture: cli::CaptureArgs,
+    #[command(flatten)]
+    sources: cli::SourceArgs,
 }
 
 #[derive(Subcommand)]
@@ -61,7 +63,7 @@ fn main() -> ExitCode {
         Some(Command::Export(args)) => cli::export::run(args),
         Some(Command::Synth(args)) => cli::synth::run(args).map_err(CliError::from),
         Some(Command::Profile(args)) => cli::profile::run(args),
-        None => cli::view::run(cli.path, &cli.capture),
+        None => cli::view::run(cli.path, &cli.capture, &cli.sources),
     };
     match result {
         Ok(code) => code,

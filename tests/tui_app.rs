@@ -724,3 +724,38 @@ fn p_and_shift_p_visit_executions_of_the_cursor_address() {
     found(&mut app);
     assert_eq!(app.cursor.number, n, "P did not come back: {}", app.message);
 }
+
+/// A capture moved away from its sources: the source pane lists where it
+/// looked and names the options; `--source-root` (here the demo's own
+/// directory) finds the file again.
+#[test]
+fn sources_not_found_show_where_they_were_looked_for_and_source_root_finds_them() {
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-moved-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let snap = dir.join("a/b/c/d/snapshot");
+    copy_dir(&demo(), &snap);
+    let start = |copts: &CaptureOptions| {
+        let mut app = tracesight::tui::spawn(&snap, copts, (160, 48));
+        wait(&mut app, "the index", |a| a.indexed.is_some());
+        // The program's own code (libc has no debug information).
+        act(&mut app, &[Action::Goto]);
+        typed(&mut app, "fn:main");
+        app.update(Action::Submit);
+        found(&mut app);
+        app
+    };
+    let app = start(&CaptureOptions::default());
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("source not found: src/demo.c"), "{text}");
+    assert!(text.contains("demo.c not found; tried:"), "{text}");
+    assert!(text.contains("--source-root DIR"), "{text}");
+    drop(app);
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo");
+    let app = start(&CaptureOptions { source_roots: vec![root], ..CaptureOptions::default() });
+    let (text, _) = screen(&app, PLAIN);
+    assert!(!text.contains("not found"), "{text}");
+    assert!(text.contains("demo.c:"), "the source pane names the file and line:\n{text}");
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}

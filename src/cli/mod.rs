@@ -43,6 +43,18 @@ pub struct CaptureArgs {
     pub perf: PerfArgs,
 }
 
+/// Where source files are found (`symbolize` and the viewer).
+#[derive(clap::Args)]
+pub struct SourceArgs {
+    /// Directory to look for source files in (repeatable), before the
+    /// places next to the capture.
+    #[arg(long = "source-root", value_name = "DIR")]
+    pub source_roots: Vec<PathBuf>,
+    /// Rewrite a source path prefix, as debuggers do (repeatable).
+    #[arg(long = "substitute-path", value_name = "OLD=NEW")]
+    pub substitutions: Vec<String>,
+}
+
 impl CaptureArgs {
     pub fn options(&self) -> tracesight::capture::CaptureOptions {
         tracesight::capture::CaptureOptions {

@@ -3,7 +3,6 @@
 
 use crate::cli::CliError;
 use std::io::{self, Write};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use tracesight::symbols;
@@ -20,12 +19,8 @@ pub struct SymbolizeArgs {
     /// Print each frame's source line under its file:line.
     #[arg(long)]
     pub show_source: bool,
-    /// Directory to look for source files in (repeatable).
-    #[arg(long = "source-root", value_name = "DIR")]
-    pub source_roots: Vec<PathBuf>,
-    /// Rewrite a source path prefix, as debuggers do (repeatable).
-    #[arg(long = "substitute-path", value_name = "OLD=NEW")]
-    pub substitutions: Vec<String>,
+    #[command(flatten)]
+    pub sources: super::SourceArgs,
 }
 
 pub fn run(args: SymbolizeArgs) -> Result<ExitCode, CliError> {
@@ -43,7 +38,7 @@ pub fn run(args: SymbolizeArgs) -> Result<ExitCode, CliError> {
     }
     let addrs = words.iter().map(|a| symbols::parse_address(a)).collect::<Result<Vec<_>, _>>()?;
     let text = if args.show_source {
-        let resolver = symbols::SourceResolver::from_args(&args.source_roots, &args.substitutions)?;
+        let resolver = symbols::SourceResolver::from_args(&args.sources.source_roots, &args.sources.substitutions)?;
         symbols::source::with_source_lines(&symbols::symbolize_text(&sym, &addrs), &resolver)
     } else {
         symbols::symbolize_text(&sym, &addrs)

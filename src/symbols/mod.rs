@@ -36,7 +36,7 @@ pub use demangle::{demangle as demangle_name, Mangling};
 pub use dwarf::DwarfSource;
 pub use elfsyms::{IsaState, Section, Symbol, SymbolKind, SymbolSource};
 pub use functions::{FunctionEntry, FunctionTable, FuzzyMatch, FuzzyMatcher, SearchHit, SkimMatcher};
-pub use source::{SourceLookup, SourceResolver};
+pub use source::{parse_substitution, SourceLookup, SourceResolver};
 pub use text::{symbolize_text, write_frames_text};
 
 use dwarf::{DebugInfo, RawFrame};

@@ -93,6 +93,15 @@ pub struct SourceResolver {
     cache: HashMap<String, Result<Arc<SourceText>, SourceLookup>>,
 }
 
+/// A `--substitute-path` argument, `OLD=NEW` (OLD not empty), as its two
+/// paths.
+pub fn parse_substitution(arg: &str) -> Result<(String, String), super::SymbolError> {
+    match arg.split_once('=') {
+        Some((old, new)) if !old.is_empty() => Ok((old.to_string(), new.to_string())),
+        _ => Err(super::SymbolError::BadSubstitution { arg: arg.to_string() }),
+    }
+}
+
 impl SourceResolver {
     pub fn new() -> SourceResolver {
         SourceResolver::default()
@@ -130,13 +139,9 @@ impl SourceResolver {
 
     /// Add a rule given as `OLD=NEW`.
     pub fn add_substitution_arg(&mut self, arg: &str) -> Result<(), super::SymbolError> {
-        match arg.split_once('=') {
-            Some((old, new)) if !old.is_empty() => {
-                self.add_substitution(old, new);
-                Ok(())
-            }
-            _ => Err(super::SymbolError::BadSubstitution { arg: arg.to_string() }),
-        }
+        let (old, new) = parse_substitution(arg)?;
+        self.add_substitution(&old, &new);
+        Ok(())
     }
 
     /// `path` rewritten by the first rule whose OLD is a leading run of its

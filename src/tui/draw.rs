@@ -559,6 +559,17 @@ fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     }
     lines.push(Line::from(head));
     let body = h.saturating_sub(1);
+    if let (SourceStatus::SourceNotFound { file, tried }, true) = (&view.status, view.lines.is_empty()) {
+        // Where it was looked for, so the user knows which option to give.
+        let dim = Style::default().add_modifier(Modifier::DIM);
+        lines.push(Line::from(format!("{file} not found; tried:")));
+        for t in tried.iter().take(body.saturating_sub(2)) {
+            lines.push(Line::from(Span::styled(format!("  {}", t.display()), dim)));
+        }
+        lines.push(Line::from(Span::styled("give --source-root DIR or --substitute-path OLD=NEW", dim)));
+        f.render_widget(Paragraph::new(lines).block(block(title)), area);
+        return;
+    }
     let cur = view.lines.iter().position(|l| l.current).unwrap_or(0);
     let skip = cur.saturating_sub(body / 2).min(view.lines.len().saturating_sub(body));
     for l in view.lines.iter().skip(skip).take(body) {

@@ -195,11 +195,18 @@ pub fn source_view(
     view
 }
 
-/// A resolver that finds sources next to a capture: under the capture
-/// directory, its parents up to three levels up (a snapshot kept inside the
-/// project it traces, as the bundled demo is) and the current directory.
-pub fn default_resolver(capture_dir: &Path) -> SourceResolver {
+/// A resolver with the user's roots and rewrites (tried first), that then
+/// finds sources next to a capture: under the capture directory, its parents
+/// up to three levels up (a snapshot kept inside the project it traces, as
+/// the bundled demo is) and the current directory.
+pub fn default_resolver(capture_dir: &Path, roots: &[PathBuf], substitutions: &[(String, String)]) -> SourceResolver {
     let mut r = SourceResolver::new();
+    for d in roots {
+        r.add_root(d);
+    }
+    for (old, new) in substitutions {
+        r.add_substitution(old, new);
+    }
     // Relative parents run out at "" (the current directory, added anyway).
     let dir = capture_dir.canonicalize().unwrap_or_else(|_| capture_dir.to_path_buf());
     for d in dir.ancestors().take(4) {

@@ -339,7 +339,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
     // Shared with the finder: an index in memory only cannot be reopened.
     let mut index: Option<Arc<Index>> = None;
     let mut ready = Some(ready);
-    let mut resolver = super::sourceview::default_resolver(&cap.path);
+    let mut resolver = super::sourceview::default_resolver(&cap.path, &copts.source_roots, &copts.substitutions);
     loop {
         if index.is_none() {
             match built_rx.try_recv() {
