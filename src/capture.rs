@@ -92,6 +92,8 @@ pub struct CaptureOptions {
     pub source_roots: Vec<PathBuf>,
     /// Source path rewrites, OLD to NEW (`--substitute-path OLD=NEW`).
     pub substitutions: Vec<(String, String)>,
+    /// Timestamp ticks per second, when the user knows them (`--ts-freq`).
+    pub ts_freq: Option<f64>,
 }
 
 /// A capture ready to decode and seek.

@@ -26,7 +26,7 @@ struct Cli {
     #[command(flatten)]
     capture: cli::CaptureArgs,
     #[command(flatten)]
-    sources: cli::SourceArgs,
+    view: cli::view::ViewArgs,
 }
 
 #[derive(Subcommand)]
@@ -63,7 +63,7 @@ fn main() -> ExitCode {
         Some(Command::Export(args)) => cli::export::run(args),
         Some(Command::Synth(args)) => cli::synth::run(args).map_err(CliError::from),
         Some(Command::Profile(args)) => cli::profile::run(args),
-        None => cli::view::run(cli.path, &cli.capture, &cli.sources),
+        None => cli::view::run(cli.path, &cli.capture, &cli.view),
     };
     match result {
         Ok(code) => code,

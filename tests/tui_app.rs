@@ -737,11 +737,14 @@ fn sources_not_found_show_where_they_were_looked_for_and_source_root_finds_them(
     let start = |copts: &CaptureOptions| {
         let mut app = tracesight::tui::spawn(&snap, copts, (160, 48));
         wait(&mut app, "the index", |a| a.indexed.is_some());
+        wait(&mut app, "the background pass", |a| !a.lanes.is_empty());
+        settle(&mut app);
         // The program's own code (libc has no debug information).
         act(&mut app, &[Action::Goto]);
         typed(&mut app, "fn:main");
         app.update(Action::Submit);
         found(&mut app);
+        assert!(app.cursor_addr().is_some(), "fn:main went to a row without an address: {}", app.message);
         app
     };
     let app = start(&CaptureOptions::default());
@@ -758,4 +761,53 @@ fn sources_not_found_show_where_they_were_looked_for_and_source_root_finds_them(
     assert!(text.contains("demo.c:"), "the source pane names the file and line:\n{text}");
     drop(app);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The Δ column: from the element before, or from the zero mark `z`; in
+/// cycles or timestamp ticks, and as time with a timestamp frequency. The
+/// time column leaves a row blank rather than print `0cc`.
+#[test]
+fn delta_column_counts_from_the_row_before_or_the_zero_mark() {
+    use tracesight::tui::draw::delta_text;
+    let mut app = open((240, 48));
+    goto(&mut app, 1000);
+    let row = |app: &App, n: u64| app.entry(n).unwrap().row.clone();
+    let expect = |a: &tracesight::tui::model::ElemRow, b: &tracesight::tui::model::ElemRow, hz: Option<f64>| -> String {
+        match (a.timestamp, b.timestamp) {
+            (Some(x), Some(y)) if x != y || a.cycles == b.cycles => match hz {
+                Some(_) => unreachable!("checked on its own below"),
+                None => format!("+{}t", x - y),
+            },
+            _ => format!("+{}cc", a.cycles - b.cycles),
+        }
+    };
+    let (r, prev) = (row(&app, 1005), row(&app, 1004));
+    assert_eq!(delta_text(&app, &r), expect(&r, &prev, None));
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.lines().nth(6).is_some_and(|l| l.contains(" Δ ")), "no Δ header:\n{text}");
+    assert!(!text.contains(" 0cc "), "a 0cc placeholder:\n{text}");
+
+    // Count from element 1000.
+    act(&mut app, &[Action::ZeroMark]);
+    assert_eq!(app.zero, Some(1000));
+    assert_eq!(delta_text(&app, &row(&app, 1000)), "z");
+    let zero = row(&app, 1000);
+    let later = row(&app, 1020);
+    assert_eq!(delta_text(&app, &later), expect(&later, &zero, None));
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("Δ from z"), "{text}");
+    // As time: a frequency that makes the timestamp delta one microsecond.
+    let timed = (1001..1700).find_map(|n| {
+        if app.entry(n).is_none() {
+            goto(&mut app, n);
+        }
+        let r = row(&app, n);
+        (r.timestamp.zip(zero.timestamp).is_some_and(|(a, b)| a > b)).then_some(r)
+    });
+    let timed = timed.expect("a later timestamp within 700 elements");
+    app.ts_freq = Some((timed.timestamp.unwrap() - zero.timestamp.unwrap()) as f64 * 1e6);
+    assert_eq!(delta_text(&app, &timed), "+1.000µs");
+    // z again: from the row before.
+    act(&mut app, &[Action::ZeroMark]);
+    assert_eq!(app.zero, None);
 }

@@ -43,6 +43,9 @@ pub enum Action {
     PrevSpec,
     /// From a call to its return.
     CallReturn,
+    /// Count the delta column from the cursor's element (again: from the
+    /// element before each row).
+    ZeroMark,
     /// The next execution of the address under the cursor.
     NextVisit,
     /// The previous execution of the address under the cursor.
@@ -151,6 +154,12 @@ pub struct App {
     pub cursor: Pos,
     /// The expanded element and its instruction lines.
     pub expanded: Option<(u64, Vec<DisasmLine>)>,
+    /// The element the time delta column counts from (`z`); without one it
+    /// counts from the element before.
+    pub zero: Option<u64>,
+    /// Timestamp ticks per second (`--ts-freq`): deltas of timestamps are
+    /// shown as time.
+    pub ts_freq: Option<f64>,
     expand_wanted: Option<u64>,
     pub show_disasm: bool,
     pub source: Option<(SourceView, Vec<DisasmLine>)>,
@@ -196,6 +205,8 @@ pub struct App {
 impl App {
     pub fn new(chans: Channels, progress: Arc<Progress>, size: (u16, u16)) -> App {
         App {
+            zero: None,
+            ts_freq: None,
             chans,
             progress,
             info: None,
@@ -1033,6 +1044,16 @@ impl App {
                 Some((Some(addr), trace_id)) => self.find_rel(Dir::Forward, FindWhat::Return { trace_id, addr }, "return"),
                 _ => self.message = "not a call: % works on a range that ends in a call".into(),
             },
+            Action::ZeroMark => {
+                let n = self.cursor.number;
+                if self.zero == Some(n) {
+                    self.zero = None;
+                    self.message = "Δ counts from the element before each row".into();
+                } else {
+                    self.zero = Some(n);
+                    self.message = format!("Δ counts from element {n} (z again: from the row before)");
+                }
+            }
             Action::SetMark => self.mode = Mode::Mark { set: true },
             Action::JumpMark => self.mode = Mode::Mark { set: false },
             Action::Back => {

@@ -8,7 +8,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 use ratatui::Frame;
 
 use super::app::{App, Axis, Mode, Pos};
-use super::model::{RowKind, RowState, View};
+use super::model::{ElemRow, RowKind, RowState, View};
 use super::sourceview::SourceStatus;
 use super::worker::LANE_SUB;
 
@@ -310,7 +310,7 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let mut lines = Vec::new();
     let mut header = format!("{:<4} {:>num_w$} ", "st", "elem");
     if wide {
-        header.push_str(&format!("{:>14} ", "time"));
+        header.push_str(&format!("{:>14} {:>10} ", "time", if app.zero.is_some() { "Δ from z" } else { "Δ" }));
     }
     // Narrow screens drop the address column: the brief range text has it.
     if app.has_cpus() {
@@ -352,9 +352,59 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     f.render_widget(Paragraph::new(lines).block(block(title)), area);
 }
 
+/// The blank time and delta columns of rows that have neither.
+fn time_pad(wide: bool) -> String {
+    if wide {
+        format!("{:>14} {:>10} ", "", "")
+    } else {
+        String::new()
+    }
+}
+
+/// The delta column: this row's time less the zero mark's (`z`), else the
+/// element before's. Timestamps when both rows have one (as time with
+/// `--ts-freq`, else in ticks), otherwise cycle counts; empty when the
+/// other row is not loaded or neither is known.
+pub fn delta_text(app: &App, r: &ElemRow) -> String {
+    if app.zero == Some(r.number) {
+        return "z".into();
+    }
+    let from = match app.zero {
+        Some(z) => z,
+        None if r.number > 0 => r.number - 1,
+        None => return String::new(),
+    };
+    let Some(o) = app.entry(from).map(|e| &e.row) else { return String::new() };
+    let sign = |later: bool| if later { "+" } else { "-" };
+    match (r.timestamp, o.timestamp) {
+        (Some(a), Some(b)) if a != b || r.cycles == o.cycles => {
+            let d = a.abs_diff(b);
+            match app.ts_freq {
+                Some(hz) => format!("{}{}", sign(a >= b), human_time(d as f64 / hz)),
+                None => format!("{}{d}t", sign(a >= b)),
+            }
+        }
+        _ if r.cycles > 0 || o.cycles > 0 => format!("{}{}cc", sign(r.cycles >= o.cycles), r.cycles.abs_diff(o.cycles)),
+        _ => String::new(),
+    }
+}
+
+/// Seconds in the unit that keeps three or four significant digits.
+fn human_time(s: f64) -> String {
+    if s >= 1.0 {
+        format!("{s:.3}s")
+    } else if s >= 1e-3 {
+        format!("{:.3}ms", s * 1e3)
+    } else if s >= 1e-6 {
+        format!("{:.3}µs", s * 1e6)
+    } else {
+        format!("{:.1}ns", s * 1e9)
+    }
+}
+
 /// Columns of a row before the function column.
 fn lead_width(app: &App, num_w: usize, wide: bool, addr_col: bool) -> usize {
-    5 + num_w + 1 + if wide { 15 } else { 0 } + if app.has_cpus() { 4 } else { 0 } + 9 + if addr_col { 13 } else { 0 }
+    5 + num_w + 1 + if wide { 26 } else { 0 } + if app.has_cpus() { 4 } else { 0 } + 9 + if addr_col { 13 } else { 0 }
 }
 
 /// The function column shares the row with the element text: at least what
@@ -432,7 +482,7 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
             "{} {:>num_w$} {}{:02x} ↳ speculative {} #{} traced @{} → {} {}",
             r.state.tag(),
             "",
-            if wide { format!("{:>14} ", "") } else { String::new() },
+            time_pad(wide),
             r.trace_id,
             r.what,
             r.seq,
@@ -447,7 +497,7 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
         let Some(l) = app.expanded.as_ref().and_then(|(_, ls)| ls.get(i)) else {
             return Line::from("");
         };
-        let lead = format!("{:<4} {:>num_w$} {}", "", "", if wide { format!("{:>14} ", "") } else { String::new() });
+        let lead = format!("{:<4} {:>num_w$} {}", "", "", time_pad(wide));
         let sym = l.symbol.as_ref().map(|s| format!(" <{s}>")).unwrap_or_default();
         return Line::from(vec![
             Span::raw(lead),
@@ -461,11 +511,15 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
         Span::raw(format!(" {:>num_w$} ", r.number)),
     ];
     if wide {
+        // A timestamp when the trace has one, else the cycles counted so far;
+        // nothing when neither is known (not a misleading 0).
         let t = match r.timestamp {
             Some(ts) => format!("{ts:>14} "),
-            None => format!("{:>12}cc ", r.cycles),
+            None if r.cycles > 0 => format!("{:>12}cc ", r.cycles),
+            None => format!("{:>14} ", ""),
         };
         spans.push(Span::styled(t, Style::default().add_modifier(Modifier::DIM)));
+        spans.push(Span::styled(format!("{:>10} ", delta_text(app, r)), pal.fg(Color::Cyan)));
     }
     let addr = r.addr.map(|a| format!("{a:#x}")).unwrap_or_default();
     if app.has_cpus() {
@@ -658,6 +712,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("o O", "next / previous gap (no sync, overflow, unreadable code)"),
     ("c C", "next / previous speculation event"),
     ("%", "from a call to its return"),
+    ("z", "Δ column counts from here (again: from the row before)"),
     ("p P", "next / previous execution of this address"),
     ("m a-z", "set a mark"),
     ("' a-z", "jump to a mark"),

@@ -70,6 +70,7 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
         KeyCode::Char('c') => Action::NextSpec,
         KeyCode::Char('C') => Action::PrevSpec,
         KeyCode::Char('%') => Action::CallReturn,
+        KeyCode::Char('z') => Action::ZeroMark,
         KeyCode::Char('p') => Action::NextVisit,
         KeyCode::Char('P') => Action::PrevVisit,
         KeyCode::Char('m') => Action::SetMark,

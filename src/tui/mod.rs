@@ -79,7 +79,9 @@ pub fn spawn(path: &Path, copts: &CaptureOptions, size: (u16, u16)) -> App {
             .spawn(move || worker::finder(p, c, pr, finder_rx, tx, ready_rx))
             .expect("spawning a thread");
     }
-    App::new(Channels { pager: pager_tx, finder: finder_tx, rx: resp_rx }, progress, size)
+    let mut app = App::new(Channels { pager: pager_tx, finder: finder_tx, rx: resp_rx }, progress, size);
+    app.ts_freq = copts.ts_freq.filter(|f| f.is_finite() && *f > 0.0);
+    app
 }
 
 impl Drop for App {
