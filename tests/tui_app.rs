@@ -774,7 +774,8 @@ fn delta_column_counts_from_the_row_before_or_the_zero_mark() {
     let row = |app: &App, n: u64| app.entry(n).unwrap().row.clone();
     let expect = |a: &tracesight::tui::model::ElemRow, b: &tracesight::tui::model::ElemRow, hz: Option<f64>| -> String {
         match (a.timestamp, b.timestamp) {
-            (Some(x), Some(y)) if x != y || a.cycles == b.cycles => match hz {
+            (Some(x), Some(y)) if x == y && a.cycles == b.cycles => "0".into(),
+            (Some(x), Some(y)) if x != y => match hz {
                 Some(_) => unreachable!("checked on its own below"),
                 None => format!("+{}t", x - y),
             },

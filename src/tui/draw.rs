@@ -377,7 +377,9 @@ pub fn delta_text(app: &App, r: &ElemRow) -> String {
     let Some(o) = app.entry(from).map(|e| &e.row) else { return String::new() };
     let sign = |later: bool| if later { "+" } else { "-" };
     match (r.timestamp, o.timestamp) {
-        (Some(a), Some(b)) if a != b || r.cycles == o.cycles => {
+        // Same time and same cycles: no unit says more than 0.
+        (Some(a), Some(b)) if a == b && r.cycles == o.cycles => "0".into(),
+        (Some(a), Some(b)) if a != b => {
             let d = a.abs_diff(b);
             match app.ts_freq {
                 Some(hz) => format!("{}{}", sign(a >= b), human_time(d as f64 / hz)),
