@@ -519,7 +519,9 @@ pub fn kind_name(kind: &ElementKind) -> &'static str {
     KIND_NAMES[kind_index(kind)]
 }
 
-/// One JSON object (no newline) with the element's typed fields.
+/// One JSON object (no newline) with the element's typed fields. Addresses
+/// are hex strings (`"0x400530"`), as in CSV: many JSON readers hold numbers
+/// as doubles, exact only below 2^53, and kernel addresses are above it.
 pub fn write_json(out: &mut String, e: &Element) {
     use ElementKind as K;
     let _ = write!(out, "{{\"index\":{},\"id\":{},\"type\":", e.index, e.trace_id);
@@ -557,22 +559,22 @@ pub fn write_json(out: &mut String, e: &Element) {
         K::InstrRange { start, end, count, last_type, last_subtype, last_size, executed, conditional } => {
             let _ = write!(
                 out,
-                ",\"isa\":\"{}\",\"start\":{start},\"end\":{end},\"count\":{count},\"last_type\":\"{:?}\",\"last_subtype\":\"{:?}\",\"last_size\":{last_size},\"executed\":{executed},\"conditional\":{conditional}",
+                ",\"isa\":\"{}\",\"start\":\"{start:#x}\",\"end\":\"{end:#x}\",\"count\":{count},\"last_type\":\"{:?}\",\"last_subtype\":\"{:?}\",\"last_size\":{last_size},\"executed\":{executed},\"conditional\":{conditional}",
                 e.isa.name(),
                 last_type,
                 last_subtype
             );
         }
         K::RangeNoPath { start, next, count } => {
-            let _ = write!(out, ",\"start\":{start},\"next\":{next},\"count\":{count}");
+            let _ = write!(out, ",\"start\":\"{start:#x}\",\"next\":\"{next:#x}\",\"count\":{count}");
         }
         K::AddrNotAccessible { addr, space } => {
-            let _ = write!(out, ",\"addr\":{addr},\"mem_space\":\"{}\"", space.name());
+            let _ = write!(out, ",\"addr\":\"{addr:#x}\",\"mem_space\":\"{}\"", space.name());
         }
         K::Exception { number, ret_addr, ret_addr_is_branch_target, .. } => {
             let _ = write!(out, ",\"number\":{number}");
             if let Some(a) = ret_addr {
-                let _ = write!(out, ",\"ret_addr\":{a},\"ret_addr_is_branch_target\":{ret_addr_is_branch_target}");
+                let _ = write!(out, ",\"ret_addr\":\"{a:#x}\",\"ret_addr_is_branch_target\":{ret_addr_is_branch_target}");
             }
         }
         K::Timestamp { value } => {

@@ -121,7 +121,7 @@ fn jsonl_ranges_name_function_file_and_line() {
     assert_eq!(v["offset"], 0, "fn:main seeks to an entry of main");
     assert!(v["file"].as_str().unwrap().ends_with("demo.c"), "{v}");
     // addr2line agrees on the line of main's first instruction.
-    let start = v["start"].as_u64().unwrap();
+    let start = u64::from_str_radix(v["start"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap();
     let sym = tracesight().arg("symbolize").arg("--image").arg(&elf).arg(format!("{start:x}")).output().unwrap();
     let text = String::from_utf8(sym.stdout).unwrap();
     let want = format!(":{}", v["line"]);

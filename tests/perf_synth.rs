@@ -36,6 +36,12 @@ fn program(name: &str, tag: &str) -> Option<PathBuf> {
 }
 
 /// Each trace ID's bytes in a formatted buffer.
+/// An address of the JSON lines: a hex string.
+fn hex(v: &serde_json::Value) -> u64 {
+    let s = v.as_str().unwrap_or_else(|| panic!("an address as a hex string: {v}"));
+    u64::from_str_radix(s.strip_prefix("0x").expect("0x prefix"), 16).unwrap()
+}
+
 fn demux(bytes: &[u8]) -> BTreeMap<u8, Vec<u8>> {
     let mut streams: BTreeMap<u8, Vec<u8>> = BTreeMap::new();
     let mut d = Deformatter::new(FrameMode::MemAligned);
@@ -131,7 +137,7 @@ fn decoded_runs(perf: &Path, symdir: &Path) -> BTreeMap<u64, Vec<(u64, u64)>> {
                 el.insert(cpu, v["el"].as_u64().unwrap());
             }
             "instr_range" if el.get(&cpu) == Some(&0) => {
-                let (start, end, count) = (v["start"].as_u64().unwrap(), v["end"].as_u64().unwrap(), v["count"].as_u64().unwrap());
+                let (start, end, count) = (hex(&v["start"]), hex(&v["end"]), v["count"].as_u64().unwrap());
                 assert_eq!(end - start, 4 * count, "{line}");
                 qemu::push_run(runs.entry(cpu).or_default(), start, count);
             }
