@@ -215,14 +215,15 @@ fn csv_export_has_a_header_and_one_row_per_element() {
 fn check_perfetto(text: &str, what: &str) -> (Vec<String>, String) {
     let v: serde_json::Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{what}: not JSON: {e}"));
     let events = v["traceEvents"].as_array().unwrap_or_else(|| panic!("{what}: no traceEvents"));
-    let mut open: HashMap<u64, Vec<(String, u64)>> = HashMap::new();
-    let mut last_ts: HashMap<u64, u64> = HashMap::new();
+    let mut open: HashMap<u64, Vec<(String, f64)>> = HashMap::new();
+    let mut last_ts: HashMap<u64, f64> = HashMap::new();
     let mut named = Vec::new();
     let mut names = Vec::new();
+    let (mut slices, mut zero_length) = (0usize, 0usize);
     for e in events {
         let tid = e["tid"].as_u64().unwrap();
         assert_eq!(e["pid"], 1, "{what}: {e}");
-        let ts = e["ts"].as_u64().unwrap_or_else(|| panic!("{what}: ts: {e}"));
+        let ts = e["ts"].as_f64().unwrap_or_else(|| panic!("{what}: ts: {e}"));
         match e["ph"].as_str().unwrap() {
             "M" => {
                 if e["name"] == "thread_name" {
@@ -239,17 +240,26 @@ fn check_perfetto(text: &str, what: &str) -> (Vec<String>, String) {
             "E" => {
                 let (name, began) = open.get_mut(&tid).and_then(|s| s.pop()).unwrap_or_else(|| panic!("{what}: E without B: {e}"));
                 assert!(ts >= began, "{what}: {name} ends before it begins");
+                zero_length += (ts == began) as usize;
+                slices += 1;
             }
             ph => panic!("{what}: unexpected phase {ph}"),
         }
-        let l = last_ts.entry(tid).or_insert(0);
+        let l = last_ts.entry(tid).or_insert(0.0);
         assert!(ts >= *l, "{what}: time goes back on track {tid}: {e}");
         *l = ts;
     }
     for (tid, s) in &open {
         assert!(s.is_empty(), "{what}: {} slices left open on track {tid}", s.len());
     }
-    (names, v["otherData"]["time_base"].as_str().unwrap().to_string())
+    let base = v["otherData"]["time_base"].as_str().unwrap().to_string();
+    assert!(v["otherData"]["time_unit"].as_str().is_some_and(|u| u.starts_with("1 ts = 1 ")), "{what}: no time unit");
+    // Coarse time used to make nearly every slice zero-length (98% on the
+    // demo); events are now spread by instructions between time points.
+    if base != "element" && slices >= 100 {
+        assert!(zero_length * 20 < slices, "{what}: {zero_length} of {slices} slices have no length");
+    }
+    (names, base)
 }
 
 #[test]
@@ -265,8 +275,9 @@ fn perfetto_export_is_balanced_nested_and_monotonic() {
         let part = export_cli(&snap, &out, &["--from", &(n / 2).to_string(), "--count", "3000"]);
         check_perfetto(&part, &format!("{what} from the middle"));
         let want = match snap.file_name().unwrap().to_str().unwrap() {
-            "snapshot" | "TC2" | "ts_bit64_set" => "timestamp",
-            "texit-poe2" => "cycles",
+            // Cycle counts are preferred to timestamps where both exist.
+            "ts_bit64_set" => "timestamp",
+            "snapshot" | "TC2" | "texit-poe2" => "cycles",
             _ => "element",
         };
         assert_eq!(base, want, "{what}");

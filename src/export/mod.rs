@@ -276,6 +276,7 @@ pub fn export(
                 ("buffer", cap.plan.buffer.name.clone()),
                 ("from_element", req.from.to_string()),
                 ("time_base", base.name().to_string()),
+                ("time_unit", base.unit().to_string()),
             ];
             if let perfetto::TimeBase::Timestamp { origin } = base {
                 meta.push(("time_origin", origin.to_string()));

@@ -39,13 +39,17 @@
 //!   the slices down to that call end.
 //! - A branch with link to the next instruction (reading the PC) is no call.
 //!
-//! Time (`ts`) is, in order of preference: the timestamp, counted from the
-//! first timestamp of the exported range (elements of a trace ID before its
-//! first timestamp are placed at that origin); the cumulative cycle count of
-//! the trace ID; the element number. `otherData.time_base` says which. The
-//! viewers read `ts` as microseconds, so one tick shows as 1 µs. Time never
-//! goes backwards within a track (a timestamp lower than one already written
-//! is written as the earlier one).
+//! Time (`ts`) is, in order of preference: the cumulative cycle count of the
+//! trace ID; the timestamp, counted from the first timestamp of the exported
+//! range (elements of a trace ID before its first timestamp are placed at
+//! that origin); the element number. `otherData.time_base` says which and
+//! `otherData.time_unit` what one unit is; the viewers read `ts` as
+//! microseconds, so one cycle or tick shows as 1 µs. Cycle counts and
+//! timestamps come every few (hundred) elements, so between two points where
+//! the time moves, events are placed in proportion to the instructions
+//! executed before them (fractional `ts`). Time never goes backwards within a
+//! track (a timestamp lower than one already written is written as the
+//! earlier one).
 
 use crate::element::{self, Element, ElementKind, InstrSubtype, InstrType};
 use crate::index::{IndexError, SeekTarget, Seeker};
@@ -67,6 +71,15 @@ pub enum TimeBase {
 }
 
 impl TimeBase {
+    /// What one `ts` unit is (the viewers label it a microsecond).
+    pub fn unit(self) -> &'static str {
+        match self {
+            TimeBase::Timestamp { .. } => "1 ts = 1 timestamp tick (shown as 1 us)",
+            TimeBase::Cycles => "1 ts = 1 processor cycle (shown as 1 us)",
+            TimeBase::Element => "1 ts = 1 element (shown as 1 us)",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             TimeBase::Timestamp { .. } => "timestamp",
@@ -86,6 +99,13 @@ pub fn time_base(
     to: u64,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<Option<TimeBase>, IndexError> {
+    // Cycle counts are cumulative: one before the end means the range has
+    // them. They come every few ranges where timestamps come every few
+    // hundred, so they are preferred: with timestamps nearly every function
+    // slice began and ended at the same time.
+    if seeker.find(&SeekTarget::Cycles(1))?.is_some_and(|n| n < to) {
+        return Ok(Some(TimeBase::Cycles));
+    }
     if let Some(first) = seeker.find(&SeekTarget::Timestamp(0))? {
         if first < to {
             let at = first.max(from);
@@ -112,10 +132,6 @@ pub fn time_base(
                 return Ok(Some(TimeBase::Timestamp { origin }));
             }
         }
-    }
-    // Cycle counts are cumulative: one before the end means the range has them.
-    if seeker.find(&SeekTarget::Cycles(1))?.is_some_and(|n| n < to) {
-        return Ok(Some(TimeBase::Cycles));
     }
     Ok(Some(TimeBase::Element))
 }
@@ -156,6 +172,19 @@ enum Exit {
     Jump { indirect: bool },
 }
 
+/// A begin or end event waiting for its time.
+struct Pending {
+    ph: char,
+    /// Instructions the track had executed when it happened.
+    pos: u64,
+    /// The event's JSON after its `ts` value.
+    rest: String,
+}
+
+/// Events a track holds back at most before writing them at the last known
+/// time (a trace whose time stands still for that long).
+const MAX_PENDING: usize = 1 << 16;
+
 #[derive(Default)]
 struct Track {
     seen: bool,
@@ -164,6 +193,12 @@ struct Track {
     last_ts: u64,
     /// Context ID and VMID last reported.
     context: (Option<u32>, Option<u32>),
+    /// Instructions executed so far on this track.
+    pos: u64,
+    /// Where the time last moved: the instruction count there.
+    anchor_pos: u64,
+    /// Events since then, placed when the time moves again.
+    pending: Vec<Pending>,
 }
 
 pub(super) struct PerfettoSink<'a> {
@@ -184,7 +219,7 @@ impl<'a> PerfettoSink<'a> {
     }
 
     /// Start one event object (with the separator before it).
-    fn event(&mut self, out: &mut String, ph: char, tid: u8, ts: u64) {
+    fn event(&mut self, out: &mut String, ph: char, tid: u8, ts: f64) {
         out.push_str(if self.first { "\n" } else { ",\n" });
         self.first = false;
         out.push_str("{\"ph\":\"");
@@ -192,7 +227,43 @@ impl<'a> PerfettoSink<'a> {
         out.push_str("\",\"pid\":1,\"tid\":");
         textout::dec(out, tid as u64);
         out.push_str(",\"ts\":");
-        textout::dec(out, ts);
+        if ts.fract() == 0.0 {
+            textout::dec(out, ts as u64);
+        } else {
+            let t = format!("{ts:.3}");
+            out.push_str(t.trim_end_matches('0').trim_end_matches('.'));
+        }
+    }
+
+    /// Hold an event of track `tid` until its time is known.
+    fn hold(&mut self, out: &mut String, ph: char, tid: u8, rest: String) {
+        let t = &mut self.tracks[tid as usize];
+        t.pending.push(Pending { ph, pos: t.pos, rest });
+        if t.pending.len() >= MAX_PENDING {
+            self.place(out, tid, None);
+        }
+    }
+
+    /// Write the held events of track `tid`. With `to` (the time the track
+    /// reached now), each is placed between the last time and that one in
+    /// proportion to the instructions executed before it: timestamps and
+    /// cycle counts come every few hundred or few elements, and without this
+    /// nearly every function slice began and ended at one time. Without
+    /// `to`, all are at the last time.
+    fn place(&mut self, out: &mut String, tid: u8, to: Option<(u64, u64)>) {
+        let t = &mut self.tracks[tid as usize];
+        let pending = std::mem::take(&mut t.pending);
+        let (t0, p0) = (t.last_ts as f64, t.anchor_pos);
+        for ev in pending {
+            let ts = match to {
+                Some((t1, p1)) if p1 > p0 => {
+                    t0 + (t1 as f64 - t0) * (ev.pos.saturating_sub(p0)) as f64 / (p1 - p0) as f64
+                }
+                _ => t0,
+            };
+            self.event(out, ev.ph, tid, ts);
+            out.push_str(&ev.rest);
+        }
     }
 
     fn begin_slice(&mut self, out: &mut String, at: At, frame: Frame, name: &str, addr: Option<u64>) {
@@ -200,7 +271,13 @@ impl<'a> PerfettoSink<'a> {
         if self.tracks[tid as usize].stack.len() >= MAX_DEPTH {
             self.close_all(out, tid, ts);
         }
-        self.event(out, 'B', tid, ts);
+        let mut rest = String::new();
+        self.describe(&mut rest, frame, name, addr, number);
+        self.hold(out, 'B', tid, rest);
+        self.tracks[tid as usize].stack.push(frame);
+    }
+
+    fn describe(&self, out: &mut String, frame: Frame, name: &str, addr: Option<u64>, number: u64) {
         out.push_str(",\"name\":");
         element::write_json_string(out, name);
         out.push_str(match frame {
@@ -215,13 +292,11 @@ impl<'a> PerfettoSink<'a> {
         out.push_str("\"element\":");
         textout::dec(out, number);
         out.push_str("}}");
-        self.tracks[tid as usize].stack.push(frame);
     }
 
-    fn end_slice(&mut self, out: &mut String, tid: u8, ts: u64) -> Option<Frame> {
+    fn end_slice(&mut self, out: &mut String, tid: u8, _ts: u64) -> Option<Frame> {
         let f = self.tracks[tid as usize].stack.pop()?;
-        self.event(out, 'E', tid, ts);
-        out.push('}');
+        self.hold(out, 'E', tid, "}".into());
         Some(f)
     }
 
@@ -291,7 +366,7 @@ impl super::Sink for PerfettoSink<'_> {
             element::write_json_string(out, v);
         }
         out.push_str("},\"traceEvents\":[");
-        self.event(out, 'M', 0, 0);
+        self.event(out, 'M', 0, 0.0);
         out.push_str(",\"name\":\"process_name\",\"args\":{\"name\":");
         element::write_json_string(out, &self.process);
         out.push_str("}}");
@@ -300,11 +375,18 @@ impl super::Sink for PerfettoSink<'_> {
     fn element(&mut self, out: &mut String, number: u64, e: &Element) {
         let tid = e.trace_id & 0x7f;
         let ts = self.time(number, e);
+        let track = &self.tracks[tid as usize];
+        if ts > track.last_ts {
+            let pos = track.pos;
+            self.place(out, tid, Some((ts, pos)));
+            let track = &mut self.tracks[tid as usize];
+            track.anchor_pos = pos;
+        }
         let track = &mut self.tracks[tid as usize];
         track.last_ts = ts;
         if !track.seen {
             track.seen = true;
-            self.event(out, 'M', tid, 0);
+            self.event(out, 'M', tid, 0.0);
             out.push_str(",\"name\":\"thread_name\",\"args\":{\"name\":\"trace ID 0x");
             textout::hex(out, tid as u64, 2);
             out.push_str("\"}}");
@@ -312,7 +394,7 @@ impl super::Sink for PerfettoSink<'_> {
         let at = At { tid, ts, number };
         use ElementKind as K;
         match e.kind {
-            K::InstrRange { start, end, executed, last_type, last_subtype, .. } => {
+            K::InstrRange { start, end, count, executed, last_type, last_subtype, .. } => {
                 let exit = std::mem::take(&mut self.tracks[tid as usize].exit);
                 // A branch with link to the next instruction reads the PC; it
                 // is no call.
@@ -339,6 +421,7 @@ impl super::Sink for PerfettoSink<'_> {
                     }
                 }
                 let t = &mut self.tracks[tid as usize];
+                t.pos += count as u64;
                 if executed {
                     match (last_type, last_subtype) {
                         (_, InstrSubtype::BranchLink) => t.exit = Exit::Call(end),
@@ -387,7 +470,12 @@ impl super::Sink for PerfettoSink<'_> {
             | K::EndOfTrace(_)
             | K::AddrNotAccessible { .. }
             | K::AddrUnknown
-            | K::RangeNoPath { .. } => self.close_all(out, tid, ts),
+            | K::RangeNoPath { .. } => {
+                self.close_all(out, tid, ts);
+                if let K::RangeNoPath { count, .. } = e.kind {
+                    self.tracks[tid as usize].pos += count as u64;
+                }
+            }
             _ => {}
         }
     }
@@ -396,6 +484,7 @@ impl super::Sink for PerfettoSink<'_> {
         for tid in 0..self.tracks.len() as u8 {
             let ts = self.tracks[tid as usize].last_ts;
             self.close_all(out, tid, ts);
+            self.place(out, tid, None);
         }
         out.push_str("\n]}\n");
     }
