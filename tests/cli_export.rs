@@ -351,7 +351,7 @@ fn library_export_across_many_checkpoints_and_cancel() {
     let progress = AtomicU64::new(0);
     let never = AtomicBool::new(false);
     for (from, to) in [(0, u64::MAX), (total / 3, total / 3 + 200_000), (total - 10, total + 10)] {
-        let req = ExportRequest { from, to, format: ExportFormat::Opencsd, path: out.clone() };
+        let req = ExportRequest { from, to, format: ExportFormat::Opencsd, path: out.clone(), speculation: false };
         let s = export(&cap, &seeker, &req, &progress, &never).unwrap();
         let text = std::fs::read_to_string(&out).unwrap();
         let end = to.min(total) as usize;
@@ -367,7 +367,7 @@ fn library_export_across_many_checkpoints_and_cancel() {
     let dest = work.join("trace.json");
     std::fs::write(&dest, "old").unwrap();
     for format in ExportFormat::ALL {
-        let req = ExportRequest { from: 0, to: total, format, path: dest.clone() };
+        let req = ExportRequest { from: 0, to: total, format, path: dest.clone(), speculation: false };
         let cancel = AtomicBool::new(true);
         assert!(matches!(export(&cap, &seeker, &req, &progress, &cancel), Err(ExportError::Cancelled)), "{format}");
         let cancel = AtomicBool::new(false);
@@ -394,10 +394,10 @@ fn library_export_across_many_checkpoints_and_cancel() {
     }
 
     // A destination whose directory is missing: an I/O error naming it.
-    let req = ExportRequest { from: 0, to: 10, format: ExportFormat::Csv, path: work.join("gone/x.csv") };
+    let req = ExportRequest { from: 0, to: 10, format: ExportFormat::Csv, path: work.join("gone/x.csv"), speculation: false };
     let e = export(&cap, &seeker, &req, &progress, &never).unwrap_err();
     assert!(matches!(e, ExportError::Io { .. }) && e.to_string().contains("gone/x.csv"), "{e}");
-    let req = ExportRequest { from: 10, to: 5, format: ExportFormat::Csv, path: work.join("x.csv") };
+    let req = ExportRequest { from: 10, to: 5, format: ExportFormat::Csv, path: work.join("x.csv"), speculation: false };
     assert!(matches!(export(&cap, &seeker, &req, &progress, &never), Err(ExportError::BadRange { .. })));
     assert_eq!(entries(&work), ["demo.tsidx", "trace.json"]);
     let _ = std::fs::remove_dir_all(scratch("lib"));
@@ -410,4 +410,39 @@ fn formats_have_names_and_extensions() {
         assert_eq!(ExportFormat::from_path(Path::new(&format!("x.{}", f.extension()))), Some(f));
     }
     assert!("xml".parse::<ExportFormat>().is_err());
+}
+
+/// `export --speculation` (and an export from the viewer's speculation view)
+/// keeps the view's records: every record `decode --speculation` prints that
+/// is not a plain commit, in its place among the elements; in the middle of
+/// the trace only those before the range's elements, none after it.
+#[test]
+fn speculation_exports_keep_the_views_records() {
+    let work = tmpdir("spec");
+    let snap = demo();
+    let (ok, out, err) = tracesight(&["decode", snap.to_str().unwrap(), "--elements-only", "--speculation"]);
+    assert!(ok, "{err}");
+    let want: Vec<String> = out
+        .lines()
+        // A record names two offsets: it starts at the first.
+        .filter_map(|l| if l.contains("SPECULATION(") { l.find("Idx:") } else { l.rfind("Idx:") }.map(|i| l[i..].to_string()))
+        .filter(|l| !(l.contains("SPECULATION(") && (l.contains(" committed at ") || l.ends_with(" committed)"))))
+        .collect();
+    let spec = want.iter().filter(|l| l.contains("SPECULATION(")).count();
+    assert!(spec > 100, "the demo has {spec} speculation records that did not commit");
+    let got = export_cli(&snap, &work.join("all.txt"), &["--speculation"]);
+    let got: Vec<&str> = got.lines().collect();
+    assert_eq!(got.len(), want.len(), "records and elements of the whole trace");
+    assert!(got.iter().zip(&want).all(|(a, b)| a == b), "first difference: {:?}", got.iter().zip(&want).find(|(a, b)| a != b));
+    // Without the flag: elements only.
+    let plain = export_cli(&snap, &work.join("plain.txt"), &[]);
+    assert!(!plain.contains("SPECULATION("));
+    // A range: the records before its elements, as JSON lines.
+    let part = export_cli(&snap, &work.join("part.jsonl"), &["--speculation", "--from", "1000", "--count", "2000"]);
+    let lines: Vec<serde_json::Value> = part.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let elements = lines.iter().filter(|v| v["type"] != "speculation").count();
+    assert_eq!(elements, 2000);
+    assert!(lines.iter().any(|v| v["type"] == "speculation"));
+    assert_ne!(lines.last().unwrap()["type"], "speculation", "a record after the range's last element");
+    let _ = std::fs::remove_dir_all(scratch("spec"));
 }

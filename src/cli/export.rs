@@ -27,6 +27,11 @@ pub struct ExportArgs {
     /// Write this many elements (instead of --to).
     #[arg(long)]
     pub count: Option<u64>,
+    /// Add the speculation view's records (speculative elements that did not
+    /// simply commit, each before the element it precedes), as `decode
+    /// --speculation` prints them; opencsd and jsonl formats.
+    #[arg(long)]
+    pub speculation: bool,
     /// opencsd, jsonl, csv or perfetto; default: from the extension of the
     /// output file (.txt, .jsonl, .csv, .json).
     #[arg(long)]
@@ -78,7 +83,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode, CliError> {
     }
     refuse_input_output(Some(&args.output), &cap.path, cap.snapshot.as_ref(), &cap.image_args)?;
     tracesight::outfile::remove_on_signals();
-    let req = ExportRequest { from, to, format, path: args.output.clone() };
+    let req = ExportRequest { from, to, format, path: args.output.clone(), speculation: args.speculation };
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let todo = to - from;
     let summary = with_progress(

@@ -26,6 +26,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::capture::Capture;
 use crate::element::{self, Element};
 use crate::index::{IndexError, SeekTarget, Seeker};
+use crate::protocol::etm4::decoder::{SpecRecord, SpecState};
+use crate::session::Event;
 use crate::symbols::Cursor;
 
 /// File formats of an export.
@@ -93,6 +95,9 @@ pub struct ExportRequest {
     pub to: u64,
     pub format: ExportFormat,
     pub path: PathBuf,
+    /// Add the speculation view's records (speculative elements that did
+    /// not simply commit), each before the element it precedes in the view.
+    pub speculation: bool,
 }
 
 /// What an export wrote.
@@ -143,6 +148,9 @@ const WRITE_SIZE: usize = 1 << 20;
 trait Sink {
     fn begin(&mut self, _out: &mut String) {}
     fn element(&mut self, out: &mut String, number: u64, e: &Element);
+    /// A speculation record before element `number` (formats without a
+    /// place for them leave them out).
+    fn spec(&mut self, _out: &mut String, _number: u64, _r: &SpecRecord) {}
     fn end(&mut self, _out: &mut String) {}
 }
 
@@ -151,6 +159,10 @@ struct OpencsdSink;
 impl Sink for OpencsdSink {
     fn element(&mut self, out: &mut String, _number: u64, e: &Element) {
         element::write_opencsd_line(out, e);
+    }
+
+    fn spec(&mut self, out: &mut String, _number: u64, r: &SpecRecord) {
+        listing::write_spec_line(out, r);
     }
 }
 
@@ -171,6 +183,10 @@ impl Sink for JsonlSink<'_> {
             }
         }
         out.push('\n');
+    }
+
+    fn spec(&mut self, out: &mut String, _number: u64, r: &SpecRecord) {
+        listing::write_spec_json(out, r);
     }
 }
 
@@ -287,8 +303,11 @@ pub fn export(
     };
     let mut text = String::with_capacity(WRITE_SIZE + (64 << 10));
     sink.begin(&mut text);
-    let written = stream(seeker, req.from, req.to, progress, cancel, |number, e| {
-        sink.element(&mut text, number, e);
+    let written = stream(seeker, req.from, req.to, req.speculation, progress, cancel, |number, item| {
+        match item {
+            Item::Element(e) => sink.element(&mut text, number, e),
+            Item::Spec(r) => sink.spec(&mut text, number, r),
+        }
         if text.len() >= WRITE_SIZE {
             file.write(&mut text)?;
         }
@@ -302,13 +321,20 @@ pub fn export(
 }
 
 /// Call `on` with each element `from..to` in order; the number written.
+/// What [`stream`] hands over.
+enum Item<'a> {
+    Element(&'a Element),
+    Spec(&'a SpecRecord),
+}
+
 fn stream(
     seeker: &Seeker<'_>,
     from: u64,
     to: u64,
+    speculation: bool,
     progress: &AtomicU64,
     cancel: &AtomicBool,
-    mut on: impl FnMut(u64, &Element) -> Result<(), ExportError>,
+    mut on: impl FnMut(u64, Item<'_>) -> Result<(), ExportError>,
 ) -> Result<u64, ExportError> {
     let mut next = from;
     let mut failed = None;
@@ -318,18 +344,29 @@ fn stream(
         }
         let k = seeker.checkpoint_for(&SeekTarget::Element(next));
         let mut more = false;
-        seeker.run_from(k, |n| {
-            if n.number < next {
+        // The index decodes with the speculation view on (its records are
+        // not numbered), so the records are there to keep or leave out.
+        seeker.run_events_from(k, |number, ev| {
+            let item = match ev {
+                Event::Element { element, .. } => Item::Element(element),
+                Event::Spec { record, .. } if speculation && record.state != SpecState::Committed => Item::Spec(record),
+                _ => return true,
+            };
+            if number < next {
                 return true;
             }
-            if n.number >= to {
+            if number >= to {
                 return false;
             }
-            if let Err(e) = on(n.number, n.element) {
+            let is_element = matches!(item, Item::Element(_));
+            if let Err(e) = on(number, item) {
                 failed = Some(e);
                 return false;
             }
-            next = n.number + 1;
+            if !is_element {
+                return true;
+            }
+            next = number + 1;
             if (next - from) % CHECK_EVERY == 0 {
                 progress.store(next - from, Ordering::Relaxed);
                 if cancel.load(Ordering::Relaxed) {

@@ -930,7 +930,7 @@ impl App {
                     self.exporting = Some(path.clone());
                     self.message = format!("exporting {} elements to {}", to - from, path.display());
                     self.progress.request_waiting.store(true, Ordering::Relaxed);
-                    let _ = self.chans.finder.send(Request::Export { request: ExportRequest { from, to, format, path } });
+                    let _ = self.chans.finder.send(Request::Export { request: ExportRequest { from, to, format, path, speculation: self.view == View::Speculation } });
                 }
                 _ => {}
             },
