@@ -98,7 +98,7 @@ fn section_reader(
     match section.file_range() {
         Some((off, size)) => {
             let (off, size) = (off as usize, size as usize);
-            if off.checked_add(size).map_or(true, |end| end > bytes.len()) {
+            if off.checked_add(size).is_none_or(|end| end > bytes.len()) {
                 return Ok(empty());
             }
             Ok(DwarfReader::new(bytes.clone(), endian).range(off..off + size))
@@ -338,7 +338,7 @@ impl LineTable {
                 };
                 let mut dir_name = None;
                 let mut subdir_name = subdir;
-                if subdir_name.as_deref().map_or(true, |d| !d.starts_with('/')) {
+                if subdir_name.as_deref().is_none_or(|d| !d.starts_with('/')) {
                     dir_name = comp_dir.clone();
                 }
                 if dir_name.is_none() {
