@@ -35,7 +35,7 @@ fn loaded(app: &App) -> bool {
         return false;
     }
     // No address, no source to follow.
-    app.cursor_addr().map_or(true, |a| app.source.as_ref().is_some_and(|(v, _)| v.addr == a))
+    app.cursor_addr().is_none_or(|a| app.source.as_ref().is_some_and(|(v, _)| v.addr == a))
 }
 
 /// Take worker answers until the screen is loaded, then draw it.

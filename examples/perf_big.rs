@@ -72,7 +72,7 @@ fn parse_args() -> Args {
 /// Every visible row decoded and, on a range, the source pane there.
 fn loaded(app: &App) -> bool {
     app.visible().iter().all(|p| app.entry(p.number).is_some())
-        && app.cursor_addr().map_or(true, |a| app.source.as_ref().is_some_and(|(v, _)| v.addr == a))
+        && app.cursor_addr().is_none_or(|a| app.source.as_ref().is_some_and(|(v, _)| v.addr == a))
 }
 
 fn main() {

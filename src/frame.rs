@@ -108,14 +108,14 @@ impl FrameMode {
         match self {
             FrameMode::Dstream => {
                 let rem = file_len % DSTREAM_BLOCK;
-                if rem.min(DSTREAM_PAYLOAD) % 4 == 0 {
+                if rem.min(DSTREAM_PAYLOAD).is_multiple_of(4) {
                     file_len
                 } else {
                     file_len - rem
                 }
             }
             _ => {
-                if file_len % self.alignment() == 0 {
+                if file_len.is_multiple_of(self.alignment()) {
                     file_len
                 } else {
                     file_len - file_len % LISTER_READ_SIZE
@@ -690,7 +690,7 @@ impl Deformatter {
                     break;
                 }
             }
-            let check_fsync = self.n % 4 == 0;
+            let check_fsync = self.n.is_multiple_of(4);
             if avail < 2 || (check_fsync && avail < 4 && !eof) {
                 break;
             }

@@ -218,7 +218,7 @@ fn json_packets(listing: &str) -> Vec<serde_json::Value> {
             );
             let bytes = v["bytes"].as_str().expect("bytes is a string");
             assert!(
-                bytes.len() % 2 == 0 && bytes.bytes().all(|c| c.is_ascii_hexdigit()),
+                bytes.len().is_multiple_of(2) && bytes.bytes().all(|c| c.is_ascii_hexdigit()),
                 "{line:?}"
             );
             v

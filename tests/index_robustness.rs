@@ -91,7 +91,10 @@ fn edited_header_fields_are_rejected_and_rebuilt() {
     let count = word(&good, 6);
     let states_len = word(&good, 12);
     let body = len - states_len;
-    let edits: Vec<(&str, Vec<(usize, u64)>, bool)> = vec![
+    // What an edit is called, the words it writes (index, value), and
+    // whether the records checksum is recomputed after it.
+    type Edit<'a> = (&'a str, Vec<(usize, u64)>, bool);
+    let edits: Vec<Edit> = vec![
         ("huge id count", vec![(7, 1 << 61)], false),
         ("huge id count, rehashed", vec![(7, 1 << 61)], true),
         // The sum of the records' size and the states' length wraps to the

@@ -289,7 +289,7 @@ fn random_seeks_equal_the_full_decode_on_perf_data() {
         return;
     }
     let work = tmpdir("perf");
-    let mut rng = Rng(0x5eed_0f_9e37);
+    let mut rng = Rng(0x5e_ed0f_9e37);
     let mut files = Vec::new();
     for d in std::fs::read_dir(&root).unwrap().flatten() {
         if d.path().is_dir() {
@@ -394,7 +394,7 @@ fn open_speculation_keeps_the_saved_states_bounded() {
     // atoms, then one Commit of all of them; again and again.
     let mut unit = vec![0u8; 11];
     unit.extend_from_slice(&[0x80, 0x01, 0x00, 0x9d, 0x00, 0x08, 0, 0, 0, 0, 0, 0, 0x81, 0x10]);
-    unit.extend(std::iter::repeat(0xf7).take(60_000));
+    unit.extend(std::iter::repeat_n(0xf7, 60_000));
     unit.extend_from_slice(&[0x2d, 0xe0, 0xd4, 0x03]);
     let trace: Vec<u8> = unit.repeat((3 << 20) / unit.len() + 1);
     std::fs::write(dir.join("trace.bin"), &trace).unwrap();

@@ -61,7 +61,7 @@ fn perf_etm_fragments() {
     // The AUXTRACE record is at 0x26a8; its 48-byte header precedes the data.
     assert_eq!(f[0].data.start, 0x26a8 + 48);
     // Formatted CoreSight frames: 16-byte frames, so every fragment is whole frames.
-    assert!(f.iter().all(|f| d.fragment_data(f).len() % 16 == 0));
+    assert!(f.iter().all(|f| d.fragment_data(f).len().is_multiple_of(16)));
     assert!(d.has_trace_data());
 }
 

@@ -374,7 +374,7 @@ fn arm32_elf() -> Vec<u8> {
     for v in [1u32, text_off as u32, 0x8000, 0x8000, 0x40, 0x40, 5, 4] {
         u32le(&mut b, v);
     }
-    b.extend(std::iter::repeat(0u8).take(0x40));
+    b.extend(std::iter::repeat_n(0u8, 0x40));
     for (name, value, size, info, shndx) in syms {
         u32le(&mut b, name);
         u32le(&mut b, value);

@@ -50,9 +50,9 @@ fn packets(dir: &Path, format: &str) -> String {
 /// 30 more zeros (bad periodic A-syncs and an incomplete one at the end).
 fn zero_run(zeros: usize) -> Vec<u8> {
     let mut t = vec![0x11, 0x22, 0x33];
-    t.extend(std::iter::repeat(0).take(zeros));
+    t.extend(std::iter::repeat_n(0, zeros));
     t.push(0x80);
-    t.extend(std::iter::repeat(0).take(30));
+    t.extend(std::iter::repeat_n(0, 30));
     t
 }
 

@@ -367,7 +367,7 @@ fn stream(
                 return true;
             }
             next = number + 1;
-            if (next - from) % CHECK_EVERY == 0 {
+            if (next - from).is_multiple_of(CHECK_EVERY) {
                 progress.store(next - from, Ordering::Relaxed);
                 if cancel.load(Ordering::Relaxed) {
                     failed = Some(ExportError::Cancelled);

@@ -36,7 +36,7 @@ pub fn load_segments(bytes: &[u8]) -> Result<Vec<Segment>, ImageError> {
                 vaddr: p.p_vaddr(endian).into(),
                 file_offset: p.p_offset(endian).into(),
                 file_size: p.p_filesz(endian).into(),
-                executable: p.p_flags(endian) & object::elf::PF_X != 0,
+                executable: p.p_flags(endian).contains(object::elf::PF_X),
             })
             .collect())
     }

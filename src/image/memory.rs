@@ -4,8 +4,8 @@
 //! Reads are the decoder's hot path, so the last region hit is remembered and
 //! tried first; consecutive instructions almost always fall in it.
 
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::ImageError;
@@ -65,7 +65,7 @@ pub struct RegionInfo {
 #[derive(Clone, Default)]
 pub struct MemoryImage {
     regions: Vec<Region>,
-    last_hit: Cell<usize>,
+    last_hit: LastHit,
 }
 
 /// Parse a snapshot `space=` value (OpenCSD's names; case does not matter).
@@ -85,6 +85,31 @@ pub fn parse_mem_space(s: &str) -> Option<MemSpace> {
         "ROOT" => MemSpace::ROOT,
         _ => return None,
     })
+}
+
+/// The region the last lookup found, tried first by the next one. Atomic
+/// (relaxed: it is only a hint, any value is safe) rather than a `Cell` so
+/// that an image is `Sync` and the `Arc` its decoders share can cross
+/// threads.
+#[derive(Default)]
+struct LastHit(AtomicUsize);
+
+impl LastHit {
+    #[inline]
+    fn get(&self) -> usize {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    #[inline]
+    fn set(&self, i: usize) {
+        self.0.store(i, Ordering::Relaxed);
+    }
+}
+
+impl Clone for LastHit {
+    fn clone(&self) -> LastHit {
+        LastHit(AtomicUsize::new(self.get()))
+    }
 }
 
 impl std::fmt::Debug for MemoryImage {

@@ -460,7 +460,7 @@ impl IndexFile {
                     || p.elements_before > c.elements_before
                     || p.instructions_before > c.instructions_before
                     || p.packets_before > c.packets_before
-            }) || c.state_offset.checked_add(c.state_len).map_or(true, |e| e > states_len)
+            }) || c.state_offset.checked_add(c.state_len).is_none_or(|e| e > states_len)
                 || c.offset > ident.size
             {
                 return Err(IndexError::Inconsistent { checkpoint: i });

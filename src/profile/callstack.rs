@@ -358,7 +358,7 @@ fn range(
                 // C++ landing pad): the frames above it were unwound.
                 let pos = t.frames.iter().rposition(|f| f.kind == FrameKind::Function(entry));
                 let stop = t.frames.iter().rposition(|f| matches!(f.kind, FrameKind::Exception(_)));
-                if let Some(p) = pos.filter(|p| stop.map_or(true, |s| s < *p)) {
+                if let Some(p) = pos.filter(|p| stop.is_none_or(|s| s < *p)) {
                     while t.frames.len() > p + 1 {
                         pop(key, t, number, Left::Unwound, l);
                     }
@@ -484,7 +484,8 @@ mod tests {
     fn code() -> FunctionMap {
         FunctionMap::new(["f", "g", "h"].iter().enumerate().map(|(i, n)| {
             let a = 0x1000 * (i as u64 + 1);
-            (n.to_string(), a, vec![a..a + 0x100])
+            let range = a..a + 0x100;
+            (n.to_string(), a, vec![range])
         }))
     }
 

@@ -69,7 +69,7 @@ pub fn to_bytes(marks: &[Mark]) -> Vec<u8> {
 
 /// The marks [`to_bytes`] wrote; `None` for anything else.
 pub fn from_bytes(bytes: &[u8]) -> Option<Vec<Mark>> {
-    if bytes.len() % 19 != 0 {
+    if !bytes.len().is_multiple_of(19) {
         return None;
     }
     bytes

@@ -98,7 +98,7 @@ fn section_reader(
     match section.file_range() {
         Some((off, size)) => {
             let (off, size) = (off as usize, size as usize);
-            if off.checked_add(size).map_or(true, |end| end > bytes.len()) {
+            if off.checked_add(size).is_none_or(|end| end > bytes.len()) {
                 return Ok(empty());
             }
             Ok(DwarfReader::new(bytes.clone(), endian).range(off..off + size))
@@ -130,10 +130,15 @@ pub(crate) enum UnitKey {
 fn unit_key(unit: &gimli::Unit<DwarfReader>) -> UnitKey {
     match unit.dwo_id {
         Some(id) => UnitKey::Dwo(id.0),
-        None => UnitKey::Offset(match unit.header.offset() {
-            gimli::UnitSectionOffset::DebugInfoOffset(o) => o.0,
-            gimli::UnitSectionOffset::DebugTypesOffset(o) => o.0 | (1 << 62),
-        }),
+        None => {
+            // .debug_types offsets count from another section's start: keep
+            // them apart from .debug_info's.
+            let off = unit.header.offset().0;
+            UnitKey::Offset(match unit.header.section() {
+                gimli::SectionId::DebugTypes => off | (1 << 62),
+                _ => off,
+            })
+        }
     }
 }
 
@@ -333,7 +338,7 @@ impl LineTable {
                 };
                 let mut dir_name = None;
                 let mut subdir_name = subdir;
-                if subdir_name.as_deref().map_or(true, |d| !d.starts_with('/')) {
+                if subdir_name.as_deref().is_none_or(|d| !d.starts_with('/')) {
                     dir_name = comp_dir.clone();
                 }
                 if dir_name.is_none() {
@@ -616,7 +621,7 @@ impl DebugInfo {
             frame.die = Some((key, off.0));
             let Ok(entry) = unit.entry(off) else { continue };
             if i + 1 < n {
-                if let Ok(Some(gimli::AttributeValue::FileIndex(f) | gimli::AttributeValue::Udata(f))) =
+                if let Some(gimli::AttributeValue::FileIndex(f) | gimli::AttributeValue::Udata(f)) =
                     entry.attr_value(gimli::DW_AT_call_file)
                 {
                     frame.call_file = lines.unit_file(key, f);
@@ -645,7 +650,7 @@ impl DebugInfo {
             let lang = unit_language(&gimli::UnitRef::new(&self.dwarf, &unit));
             let uref = gimli::UnitRef::new(&self.dwarf, &unit);
             let mut e = unit.entries();
-            while let Ok(Some((_, die))) = e.next_dfs() {
+            while let Ok(Some(die)) = e.next_dfs() {
                 if die.tag() != gimli::DW_TAG_subprogram {
                     continue;
                 }
@@ -671,26 +676,26 @@ impl DebugInfo {
 
 fn unit_language(unit: &gimli::UnitRef<'_, DwarfReader>) -> Option<DwLang> {
     let mut e = unit.entries();
-    let (_, root) = e.next_dfs().ok()??;
+    let root = e.next_dfs().ok()??;
     match root.attr_value(gimli::DW_AT_language) {
-        Ok(Some(gimli::AttributeValue::Language(l))) => Some(l),
+        Some(gimli::AttributeValue::Language(l)) => Some(l),
         _ => None,
     }
 }
 
-fn attr_u32(entry: &gimli::DebuggingInformationEntry<'_, '_, DwarfReader>, at: gimli::DwAt) -> u32 {
-    entry.attr_value(at).ok().flatten().and_then(|v| v.udata_value()).unwrap_or(0) as u32
+fn attr_u32(entry: &gimli::DebuggingInformationEntry<DwarfReader>, at: gimli::DwAt) -> u32 {
+    entry.attr_value(at).and_then(|v| v.udata_value()).unwrap_or(0) as u32
 }
 
 /// The linkage name, else the name, following abstract origins and
 /// specifications.
 fn die_name(
     unit: &gimli::UnitRef<'_, DwarfReader>,
-    die: &gimli::DebuggingInformationEntry<'_, '_, DwarfReader>,
+    die: &gimli::DebuggingInformationEntry<DwarfReader>,
     depth: u32,
 ) -> Option<String> {
     for at in [gimli::DW_AT_linkage_name, gimli::DW_AT_MIPS_linkage_name, gimli::DW_AT_name] {
-        if let Ok(Some(v)) = die.attr_value(at) {
+        if let Some(v) = die.attr_value(at) {
             if let Ok(s) = unit.attr_string(v) {
                 return s.to_string_lossy().ok().map(|c| c.into_owned());
             }
@@ -700,7 +705,7 @@ fn die_name(
         return None;
     }
     for at in [gimli::DW_AT_abstract_origin, gimli::DW_AT_specification] {
-        if let Ok(Some(gimli::AttributeValue::UnitRef(off))) = die.attr_value(at) {
+        if let Some(gimli::AttributeValue::UnitRef(off)) = die.attr_value(at) {
             if let Ok(d) = unit.entry(off) {
                 if let Some(n) = die_name(unit, &d, depth + 1) {
                     return Some(n);
@@ -715,7 +720,7 @@ fn die_name(
 /// after merging later ranges that extend it.
 fn first_range_low(
     unit: &gimli::UnitRef<'_, DwarfReader>,
-    entry: &gimli::DebuggingInformationEntry<'_, '_, DwarfReader>,
+    entry: &gimli::DebuggingInformationEntry<DwarfReader>,
 ) -> Option<u64> {
     let mut ranges = unit.die_ranges(entry).ok()?;
     let mut list: Vec<(u64, u64)> = Vec::new();

@@ -147,7 +147,7 @@ pub struct SymbolMatch<'a> {
     pub inside: bool,
 }
 
-fn mapping_state(name: &str, machine: u16) -> Option<IsaState> {
+fn mapping_state(name: &str, machine: elf::Machine) -> Option<IsaState> {
     let b = name.as_bytes();
     if b.len() < 2 || b[0] != b'$' || !(b.len() == 2 || b[2] == b'.') {
         return None;
@@ -162,7 +162,7 @@ fn mapping_state(name: &str, machine: u16) -> Option<IsaState> {
 }
 
 /// Arm special symbol names that are never functions (`$x`, `$d.1`, ...).
-fn is_special_name(name: &str, machine: u16) -> bool {
+fn is_special_name(name: &str, machine: elf::Machine) -> bool {
     if !matches!(machine, elf::EM_AARCH64 | elf::EM_ARM) {
         return false;
     }
@@ -188,13 +188,13 @@ impl ElfSymbols {
         let table = f.elf_section_table();
         let mut sections = Vec::new();
         for (i, sh) in table.iter().enumerate() {
-            let flags: u64 = sh.sh_flags(endian).into();
-            if flags & u64::from(elf::SHF_ALLOC) == 0 {
+            let flags = sh.sh_flags(endian);
+            if !flags.contains(elf::SHF_ALLOC) {
                 continue;
             }
             // Thread-local .tbss takes no address space of its own (it
             // overlaps whatever follows it).
-            if flags & u64::from(elf::SHF_TLS) != 0 && sh.sh_type(endian) == elf::SHT_NOBITS {
+            if flags.contains(elf::SHF_TLS) && sh.sh_type(endian) == elf::SHT_NOBITS {
                 continue;
             }
             let name =
@@ -204,7 +204,7 @@ impl ElfSymbols {
                 index: i,
                 address: sh.sh_addr(endian).into(),
                 size: sh.sh_size(endian).into(),
-                executable: flags & u64::from(elf::SHF_EXECINSTR) != 0,
+                executable: flags.contains(elf::SHF_EXECINSTR),
             });
         }
 
@@ -246,14 +246,14 @@ impl ElfSymbols {
             };
             let local = s.st_bind() == elf::STB_LOCAL;
             let shndx = s.st_shndx(endian);
-            let section = if shndx == elf::SHN_UNDEF || shndx >= elf::SHN_LORESERVE {
+            let section = if shndx == elf::SHN_UNDEF || shndx.0 >= elf::SHN_LORESERVE {
                 if shndx == elf::SHN_XINDEX {
                     symtab.shndx(endian, object::SymbolIndex(i)).unwrap_or(0) as usize
                 } else {
                     0
                 }
             } else {
-                shndx as usize
+                usize::from(shndx.0)
             };
             let mut address: u64 = s.st_value(endian).into();
             let mut thumb = false;
@@ -311,8 +311,8 @@ impl ElfSymbols {
         let sections_overlap = section_ranges.windows(2).any(|w| w[1].0 < w[0].1);
         ElfSymbols {
             is_64,
-            machine,
-            kind,
+            machine: machine.0,
+            kind: kind.0,
             sections,
             symbols,
             source,
@@ -329,7 +329,7 @@ impl ElfSymbols {
     /// addr2line's test for a symbol that may name the function at an
     /// address: code-like type, in a section, not a mapping symbol, not an
     /// annotation label (local, hidden, no type, no size).
-    fn candidate(s: &Symbol, machine: u16) -> bool {
+    fn candidate(s: &Symbol, machine: elf::Machine) -> bool {
         if s.section == 0 {
             return false;
         }
@@ -378,7 +378,7 @@ impl ElfSymbols {
     }
 
     pub fn is_function_candidate(&self, index: usize) -> bool {
-        Self::candidate(&self.symbols[index], self.machine)
+        Self::candidate(&self.symbols[index], elf::Machine(self.machine))
     }
 
     /// Indices of the candidate function symbols, sorted by address.

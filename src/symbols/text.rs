@@ -100,7 +100,7 @@ fn push_name(out: &mut String, name: Option<&str>) {
 
 fn translate(sym: &Symbolizer, states: &mut [ImageState], addr: u64, out: &mut String) {
     let images = sym.images();
-    let width64 = images.first().map_or(true, |im| im.is_64());
+    let width64 = images.first().is_none_or(|im| im.is_64());
     let Some((idx, im)) = sym.image_at(addr) else {
         write_address(out, addr, width64);
         out.push_str("??\n??:0\n");

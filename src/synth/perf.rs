@@ -454,7 +454,7 @@ fn elf_mappings(path: &std::path::Path) -> Result<(Vec<Segment>, Option<Vec<u8>>
     let id = file.build_id().ok().flatten().map(|b| b.to_vec());
     let segs = file
         .segments()
-        .filter(|s| matches!(s.flags(), SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0))
+        .filter(|s| matches!(s.flags(), SegmentFlags::Elf { p_flags, .. } if p_flags.contains(object::elf::PF_X)))
         .map(|s| (s.address(), s.size(), s.file_range().0))
         .collect();
     Ok((segs, id))

@@ -115,7 +115,7 @@ fn read_elf(path: &Path) -> Result<ElfInfo, SynthError> {
         if let Some(i) = ph.interpreter(endian, d).map_err(err)? {
             interp = Some(String::from_utf8_lossy(i).into_owned());
         }
-        if ph.p_type(endian) == PT_LOAD && ph.p_flags(endian) & PF_X != 0 {
+        if ph.p_type(endian) == PT_LOAD && ph.p_flags(endian).contains(PF_X) {
             let off = ph.p_offset(endian) as usize;
             let len = ph.p_filesz(endian) as usize;
             let bytes = d.get(off..off + len).ok_or_else(|| SynthError::SegmentPastEnd { path: path.to_path_buf() })?;
@@ -127,7 +127,7 @@ fn read_elf(path: &Path) -> Result<ElfInfo, SynthError> {
     if let Some((dyns, link)) = sections.dynamic(endian, d).map_err(err)? {
         let strings = sections.strings(endian, d, link).map_err(err)?;
         for dy in dyns {
-            if dy.d_tag(endian) == DT_NEEDED as u64 {
+            if dy.d_tag(endian) == DT_NEEDED {
                 if let Ok(s) = strings.get(dy.d_val(endian) as u32) {
                     needed.push(String::from_utf8_lossy(s).into_owned());
                 }

@@ -150,7 +150,7 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), TuiError> {
     let mut term = Terminal::new(CrosstermBackend::new(io::stdout())).map_err(TuiError::Terminal)?;
     let size = term.size().map_err(TuiError::Terminal)?;
     let mut app = spawn(path, copts, (size.width, size.height));
-    let mut keys = keymap::Keymap::default();
+    let mut keys = keymap::Keymap;
     let mut dirty = true;
     let mut last_draw = Instant::now();
     while !app.quit {

@@ -597,7 +597,7 @@ fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, di
             let mut checked = 0u64;
             let _ = seeker.run_events_from(k0, |number, ev| {
                 checked += 1;
-                if checked % 4096 == 0 {
+                if checked.is_multiple_of(4096) {
                     progress.find_at.store(number, Ordering::Relaxed);
                     if stale() {
                         return false;
@@ -648,7 +648,7 @@ fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, di
                         return false;
                     }
                     checked += 1;
-                    if checked % 4096 == 0 && stale() {
+                    if checked.is_multiple_of(4096) && stale() {
                         gone = true;
                         return false;
                     }

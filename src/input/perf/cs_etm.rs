@@ -161,7 +161,7 @@ pub(crate) fn parse_info(p: Buf<'_>, base: u64, record_offset: u64, warn: &mut V
         });
         i = end;
     }
-    if cpus.len() != info.nr_cpus as usize || i != words || p.len() % 8 != 0 {
+    if cpus.len() != info.nr_cpus as usize || i != words || !p.len().is_multiple_of(8) {
         warn.push(PerfWarning::AuxtraceInfo {
             offset: record_offset,
             expected: format!(

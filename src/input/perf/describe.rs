@@ -115,7 +115,7 @@ fn binaries(d: &PerfData) -> String {
     }
     let _ = writeln!(o, "\nbinaries ({} files mapped):", files.len());
     for (name, maps) in files {
-        let exec: Vec<_> = maps.iter().filter(|m| m.prot.map_or(true, |p| p & 4 != 0)).collect();
+        let exec: Vec<_> = maps.iter().filter(|m| m.prot.is_none_or(|p| p & 4 != 0)).collect();
         let shown = if exec.is_empty() { maps.iter().collect() } else { exec };
         let id = maps.iter().find_map(|m| d.build_id_for(m));
         let id_text = match id {

@@ -338,7 +338,7 @@ fn read_auxtrace_index(s: Buf<'_>, base: u64, warn: &mut Warnings) -> Vec<u64> {
             });
         }
         (8, nr.min(room) as usize)
-    } else if s.len() % 16 == 0 {
+    } else if s.len().is_multiple_of(16) {
         (0, s.len() / 16)
     } else {
         warn.push(PerfWarning::BadFeature {

@@ -1279,24 +1279,20 @@ impl Etm4Decoder {
             let next = self.walk.addr;
             let info = self.walk.last;
             match info.itype {
-                InstrType::Branch => {
-                    if taken {
-                        self.walk.addr = info.target;
-                        if info.link {
-                            self.rs.push(next, self.walk.isa);
-                        }
+                InstrType::Branch if taken => {
+                    self.walk.addr = info.target;
+                    if info.link {
+                        self.rs.push(next, self.walk.isa);
                     }
                 }
-                InstrType::IndirectBranch => {
-                    if taken {
-                        self.need_addr = true;
-                        if info.link {
-                            self.rs.push(next, self.walk.isa);
-                        }
-                        self.rs.set_pop_pending();
-                        if self.cfg.major_version() >= 5 && info.subtype == InstrSubtype::ExceptionReturn {
-                            ete_eret = true;
-                        }
+                InstrType::IndirectBranch if taken => {
+                    self.need_addr = true;
+                    if info.link {
+                        self.rs.push(next, self.walk.isa);
+                    }
+                    self.rs.set_pop_pending();
+                    if self.cfg.major_version() >= 5 && info.subtype == InstrSubtype::ExceptionReturn {
+                        ete_eret = true;
                     }
                 }
                 _ => {}

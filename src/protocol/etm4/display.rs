@@ -327,10 +327,8 @@ pub fn write_json(out: &mut String, trace_id: u8, pkt: &Packet, raw: &[u8]) {
         P::CancelF1 | P::CancelF1Mispredict | P::CancelF2 | P::CancelF3 => {
             let _ = write!(out, ",\"cancel\":{}", pkt.cancel);
         }
-        P::Q => {
-            if pkt.q.count_present {
-                let _ = write!(out, ",\"count\":{}", pkt.q.count);
-            }
+        P::Q if pkt.q.count_present => {
+            let _ = write!(out, ",\"count\":{}", pkt.q.count);
         }
         P::Event => {
             let _ = write!(out, ",\"event\":{}", pkt.event);

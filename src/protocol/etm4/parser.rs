@@ -1496,26 +1496,14 @@ fn build_table(cfg: &Etm4Config) -> [(PacketType, Handler); 256] {
         t[0xb8] = (P::SrcAddrL64Is0, H::LongAddr);
         t[0xb9] = (P::SrcAddrL64Is1, H::LongAddr);
     }
-    for i in 0xc0..=0xd4 {
-        t[i] = (P::AtomF6, H::Atom);
-    }
-    for i in 0xd5..=0xd7 {
-        t[i] = (P::AtomF5, H::Atom);
-    }
-    for i in 0xd8..=0xdb {
-        t[i] = (P::AtomF2, H::Atom);
-    }
-    for i in 0xdc..=0xdf {
-        t[i] = (P::AtomF4, H::Atom);
-    }
-    for i in 0xe0..=0xf4 {
-        t[i] = (P::AtomF6, H::Atom);
-    }
+    t[0xc0..=0xd4].fill((P::AtomF6, H::Atom));
+    t[0xd5..=0xd7].fill((P::AtomF5, H::Atom));
+    t[0xd8..=0xdb].fill((P::AtomF2, H::Atom));
+    t[0xdc..=0xdf].fill((P::AtomF4, H::Atom));
+    t[0xe0..=0xf4].fill((P::AtomF6, H::Atom));
     t[0xf5] = (P::AtomF5, H::Atom);
     t[0xf6] = (P::AtomF1, H::Atom);
     t[0xf7] = (P::AtomF1, H::Atom);
-    for i in 0xf8..=0xff {
-        t[i] = (P::AtomF3, H::Atom);
-    }
+    t[0xf8..=0xff].fill((P::AtomF3, H::Atom));
     t
 }
