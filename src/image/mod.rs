@@ -9,6 +9,7 @@
 
 pub mod a64;
 pub mod arm32;
+pub mod branchmap;
 pub mod elf;
 pub mod instr;
 pub mod memory;

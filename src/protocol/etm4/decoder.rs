@@ -20,7 +20,7 @@ use crate::element::{
 };
 use crate::image::instr::{self, DecodeOptions, InstrInfo, ItState};
 use crate::image::memory::MemoryImage;
-use crate::protocol::decoder::{Decoder, DecoderCore, ReturnStack};
+use crate::protocol::decoder::{Decoder, DecoderCore, ReturnStack, PLAIN_STEPS};
 use crate::protocol::ProtocolError;
 
 pub use crate::protocol::decoder::DecodeError;
@@ -1178,8 +1178,20 @@ impl Etm4Decoder {
             0 => DEFAULT_INSTR_RANGE_LIMIT,
             n => n.min(u32::MAX - 1),
         };
+        let mut next_pass = PLAIN_STEPS;
         loop {
             let addr = self.walk.addr;
+            if r.count >= next_pass {
+                let space = self.mem_space();
+                let max = (limit - r.count) as u64;
+                if let Some((n, next)) = self.image.pass_plain(self.walk.isa, &self.idec, self.walk.it, addr, space, max, to) {
+                    r.count += n as u32;
+                    self.walk.addr = next;
+                    next_pass = r.count + PLAIN_STEPS;
+                    continue;
+                }
+                next_pass = r.count + PLAIN_STEPS;
+            }
             let Some(info) = self.decode_at(addr)? else {
                 r.end = self.walk.addr;
                 return Ok((r, WpRes::Nacc));

@@ -19,7 +19,7 @@ use crate::element::{
 };
 use crate::image::instr::{self, DecodeOptions, InstrInfo, ItState};
 use crate::image::memory::MemoryImage;
-use crate::protocol::decoder::{DecodeError, Decoder, DecoderCore, ReturnStack};
+use crate::protocol::decoder::{DecodeError, Decoder, DecoderCore, ReturnStack, PLAIN_STEPS};
 use crate::protocol::etm4::decoder::DecoderOptions;
 use crate::protocol::ProtocolError;
 use crate::protocol::etm4::decoder::DecoderOutput;
@@ -506,7 +506,22 @@ impl PtmDecoder {
                 ..Default::default()
             },
         };
+        let until = match to {
+            WalkTo::AddressIncl(a) => Some(a),
+            WalkTo::Waypoint => None,
+        };
+        let mut next_pass = PLAIN_STEPS;
         loop {
+            if w.count >= next_pass {
+                // Past a few instructions, ordinary code is passed with the
+                // image's stop map (the count stays below where it would wrap).
+                let max = (u32::MAX - w.count) as u64;
+                if let Some((n, next)) = self.image.pass_plain(isa, &self.idec, self.it, addr, space, max, until) {
+                    w.count += n as u32;
+                    addr = next;
+                }
+                next_pass = w.count + PLAIN_STEPS;
+            }
             let here = addr;
             let mut bytes = [0u8; 4];
             let n = self.image.read(addr, space, &mut bytes);
