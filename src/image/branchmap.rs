@@ -479,3 +479,376 @@ impl StopMap {
         }
     }
 }
+
+/// Code for the tests of the maps and of the walks that use them.
+#[cfg(test)]
+pub(crate) mod testcode {
+    use proptest::prelude::*;
+
+    use crate::element::{Isa, MemSpace};
+    use crate::image::memory::MemoryImage;
+
+    /// Ordinary instructions of each set (as little-endian words; a T32 word
+    /// is two halfwords), narrow and wide for T32, so that runs are long and
+    /// T32 decoding from different halfwords differs.
+    pub fn plain_words(isa: Isa) -> &'static [u32] {
+        match isa {
+            // NOP, ADD X0, X0, #1, LDR X1, [X2], zeros (UDF, plain unless the
+            // opcode check is on).
+            Isa::A64 => &[0xd503_201f, 0x9100_0400, 0xf940_0041, 0],
+            // MOV R0, R0; ADD R1, R1, #1; LDRNE R2, [R3].
+            Isa::A32 => &[0xe1a0_0000, 0xe281_1001, 0x1593_2000],
+            // MOV/ADDS pairs; STR.W (0xf8c1, then any halfword: a store is
+            // never a waypoint), also with a second halfword that starts a
+            // wide instruction itself, and narrow-wide mixes.
+            _ => &[0x1c40_4600, 0x0000_f8c1, 0xf8c1_f8c1, 0xf8c1_4600, 0x4600_f8c1],
+        }
+    }
+
+    /// `words` words of code in `isa`: ordinary instructions with a random
+    /// word about once in `sparse` words (random words hold waypoints, IT
+    /// instructions, wide T32 prefixes, ...).
+    /// With `wide` > 1, the third ordinary word (two T32 halfwords that both
+    /// start a 32-bit instruction) is that many times likelier than the
+    /// others: decodings from different halfwords then stay apart for long.
+    pub fn code(isa: Isa, words: std::ops::Range<usize>, sparse: u32, wide: usize) -> impl Strategy<Value = Vec<u8>> {
+        let plain = plain_words(isa);
+        let picks = plain.len() + wide - 1;
+        proptest::collection::vec((0..sparse, 0..picks, any::<u32>()), words).prop_map(move |ws| {
+            ws.into_iter()
+                .flat_map(|(r, p, w)| if r == 0 { w } else { plain.get(p).copied().unwrap_or(plain[2]) }.to_le_bytes())
+                .collect()
+        })
+    }
+
+    /// A walk to check: code in `isa` mapped at `base` as two adjacent
+    /// regions (split at byte `split`, so runs meet a region's end), walked
+    /// from byte offsets `starts`, to the offset `to` when given.
+    #[derive(Debug, Clone)]
+    pub struct WalkCase {
+        pub isa: Isa,
+        pub code: Vec<u8>,
+        pub base: u64,
+        pub split: usize,
+        pub starts: Vec<usize>,
+        pub to: Option<usize>,
+    }
+
+    impl WalkCase {
+        /// The image with the stop maps on, and a copy that steps.
+        pub fn images(&self) -> (MemoryImage, MemoryImage) {
+            let mut image = MemoryImage::new();
+            let split = self.split.min(self.code.len());
+            image.add_bytes(self.base, self.code[..split].to_vec(), MemSpace::ANY);
+            image.add_bytes(self.base + split as u64, self.code[split..].to_vec(), MemSpace::ANY);
+            let mut stepping = image.clone();
+            stepping.set_stop_maps(false);
+            (image, stepping)
+        }
+
+        pub fn start(&self, i: usize) -> u64 {
+            self.base + (self.starts[i] % self.code.len()) as u64
+        }
+
+        pub fn to(&self) -> Option<u64> {
+            self.to.map(|t| self.base + (t % self.code.len()) as u64)
+        }
+    }
+
+    /// Random walks over up to two pages of A64, A32 or T32 code, some with
+    /// few stops, starting at any byte (every alignment).
+    pub fn walk_case() -> impl Strategy<Value = WalkCase> {
+        let isa = prop_oneof![Just(Isa::A64), Just(Isa::A32), Just(Isa::T32)];
+        let sparse = prop_oneof![Just(4u32), Just(60), Just(5000), Just(u32::MAX)];
+        (isa, sparse, prop_oneof![Just(1usize), Just(50)]).prop_flat_map(|(isa, sparse, wide)| {
+            (
+                Just(isa),
+                code(isa, 1..20_000, sparse, wide),
+                (0u64..1 << 32).prop_map(|b| b & !1),
+                any::<usize>(),
+                proptest::collection::vec(any::<usize>(), 1..8),
+                proptest::option::weighted(0.3, any::<usize>()),
+            )
+                .prop_map(|(isa, code, base, split, starts, to)| WalkCase {
+                    isa,
+                    split: split % (code.len() + 1),
+                    code,
+                    base,
+                    starts,
+                    to,
+                })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    const NOP: u32 = 0xd503_201f;
+    const RET: u32 = 0xd65f_03c0;
+    const B: u32 = 0x1400_0004;
+    const A32_MOV: u32 = 0xe1a0_0000;
+    const A32_B: u32 = 0xea00_0000;
+
+    fn words(ops: &[u32]) -> Vec<u8> {
+        ops.iter().flat_map(|o| o.to_le_bytes()).collect()
+    }
+
+    fn key(isa: Isa, addr: u64) -> MapKey {
+        MapKey::new(isa, &DecodeOptions::default(), addr).unwrap()
+    }
+
+    fn map(k: MapKey, start: u64, len: usize) -> StopMap {
+        StopMap::new(k, start, len as u64, Arc::default())
+    }
+
+    /// The run found by classifying one instruction at a time, reading only
+    /// within the region, as the decoders do.
+    fn stepped(k: &MapKey, bytes: &[u8], start: u64, addr: u64, max: u64, until: Option<u64>) -> Option<PlainRun> {
+        let (mut a, mut count, mut last) = (addr, 0, 0);
+        let at = |a: u64, n: u64| {
+            let off = a.checked_sub(start)?;
+            bytes.get(off as usize..off.checked_add(n)? as usize)
+        };
+        while count < max && Some(a) != until {
+            let size = if k.isa == Isa::T32 {
+                let Some(h) = at(a, 2) else { break };
+                let first = u16::from_le_bytes([h[0], h[1]]);
+                if arm32::t32_is_32bit(first) {
+                    let Some(w) = at(a, 4) else { break };
+                    if k.t32_stops(first, u16::from_le_bytes([w[2], w[3]])) {
+                        break;
+                    }
+                    4
+                } else if k.t32_stops(first, 0) {
+                    break;
+                } else {
+                    2
+                }
+            } else {
+                let Some(w) = at(a, 4) else { break };
+                if k.word_stops(u32::from_le_bytes([w[0], w[1], w[2], w[3]])) {
+                    break;
+                }
+                4
+            };
+            last = a;
+            count += 1;
+            a += size;
+        }
+        (count > 0).then_some(PlainRun { count, last })
+    }
+
+    /// The map and the stepped walk agree from every byte of `bytes` (mapped
+    /// at `start`) that `starts` keeps, with the maps each alignment needs.
+    fn agree_from_every_start(isa: Isa, bytes: &[u8], start: u64, starts: impl Fn(u64) -> bool, max: u64) {
+        let opts = DecodeOptions::default();
+        let maps: Vec<StopMap> = (0..4).map(|a| map(MapKey::new(isa, &opts, start + a).unwrap(), start, bytes.len())).collect();
+        let mut checked = 0;
+        for addr in (start..start + bytes.len() as u64).filter(|&a| starts(a - start)) {
+            let m = maps.iter().find(|m| m.key() == MapKey::new(isa, &opts, addr).unwrap()).unwrap();
+            let k = m.key();
+            let want = stepped(&k, bytes, start, addr, max, None);
+            match m.plain_run(bytes, start, addr, max, None) {
+                Some(got) => assert_eq!(Some(got), want, "{isa:?} from {addr:#x}"),
+                // Only a T32 walk off both chains may be left to step.
+                None if want.is_some() => {
+                    assert_eq!(isa, Isa::T32, "from {addr:#x}: no run, stepped {want:?}");
+                    let page = m.base + (addr - m.base) / 2 / PAGE_SLOTS * PAGE_SLOTS * 2;
+                    for from in [page, page + 2] {
+                        let mut a = from;
+                        while a < addr {
+                            let off = (a - start) as usize;
+                            a += if arm32::t32_is_32bit(u16::from_le_bytes([bytes[off], bytes[off + 1]])) { 4 } else { 2 };
+                        }
+                        assert_ne!(a, addr, "from {addr:#x}: no run, but decoding from {from:#x} meets it");
+                    }
+                }
+                None => {}
+            }
+            checked += 1;
+        }
+        assert!(checked > 0);
+    }
+
+    /// The tests' ordinary instructions are ordinary, in every T32 pairing.
+    #[test]
+    fn the_test_code_is_plain() {
+        for isa in [Isa::A64, Isa::A32] {
+            assert!(testcode::plain_words(isa).iter().all(|&w| !key(isa, 0).word_stops(w)), "{isa:?}");
+        }
+        let k = key(Isa::T32, 0);
+        let halves: Vec<u16> = testcode::plain_words(Isa::T32).iter().flat_map(|&w| [w as u16, (w >> 16) as u16]).collect();
+        for &first in &halves {
+            for &second in &halves {
+                assert!(!k.t32_stops(first, second), "{first:#06x} {second:#06x}");
+            }
+        }
+    }
+
+    #[test]
+    fn runs_end_at_the_next_waypoint() {
+        let bytes = words(&[NOP, NOP, NOP, RET, NOP, B, NOP]);
+        let m = map(key(Isa::A64, 0), 0x1000, bytes.len());
+        let cases = [
+            (0x1000, 100, None, Some((3, 0x1008))), // three NOPs, then RET
+            (0x1004, 100, None, Some((2, 0x1008))),
+            (0x100c, 100, None, None), // at the RET itself
+            (0x1010, 100, None, Some((1, 0x1010))),
+            (0x1018, 100, None, Some((1, 0x1018))), // runs off the region's end
+            (0x1000, 2, None, Some((2, 0x1004))),   // capped
+            (0x1000, 100, Some(0x1008), Some((2, 0x1004))), // stops before `until`
+            (0x1000, 100, Some(0x1006), Some((3, 0x1008))), // which the walk never meets
+            (0x1002, 100, None, None), // another alignment's map
+            (0x0ffc, 100, None, None), // before the region
+            (0x101c, 100, None, None), // past it
+        ];
+        for (addr, max, until, want) in cases {
+            let want = want.map(|(count, last)| PlainRun { count, last });
+            assert_eq!(m.plain_run(&bytes, 0x1000, addr, max, until), want, "at {addr:#x} max {max}");
+        }
+    }
+
+    #[test]
+    fn a32_t32_and_options_have_their_own_maps() {
+        let bytes = words(&[A32_MOV, A32_MOV, A32_B, A32_MOV]);
+        let m = map(key(Isa::A32, 0), 0x8000, bytes.len());
+        assert_eq!(m.plain_run(&bytes, 0x8000, 0x8000, 10, None), Some(PlainRun { count: 2, last: 0x8004 }));
+        // MOV (narrow), LDR.W (wide), IT EQ, MOV, B (narrow).
+        let t32: Vec<u8> = [0x4600u16, 0xf8d1, 0x0000, 0xbf08, 0x4600, 0xe7fe].iter().flat_map(|h| h.to_le_bytes()).collect();
+        let m = map(key(Isa::T32, 0), 0, t32.len());
+        assert_eq!(m.plain_run(&t32, 0, 0, 10, None), Some(PlainRun { count: 2, last: 2 }), "up to the IT");
+        assert_eq!(m.plain_run(&t32, 0, 8, 10, None), Some(PlainRun { count: 1, last: 8 }), "up to the B");
+        // The second half of the LDR.W is on neither decoding of the page:
+        // left to step.
+        assert_eq!(m.plain_run(&t32, 0, 4, 10, None), None, "off both chains");
+        assert!(MapKey::new(Isa::Jazelle, &DecodeOptions::default(), 0).is_none());
+        // The A64 opcode check makes a zero-topped word a stop.
+        let bytes = words(&[NOP, 0x0000_1234, NOP]);
+        let checked = MapKey::new(Isa::A64, &DecodeOptions { aa64_opcode_check: true, ..Default::default() }, 0).unwrap();
+        assert_ne!(checked, key(Isa::A64, 0));
+        assert_eq!(map(key(Isa::A64, 0), 0, 12).plain_run(&bytes, 0, 0, 10, None).map(|r| r.count), Some(3));
+        assert_eq!(map(checked, 0, 12).plain_run(&bytes, 0, 0, 10, None).map(|r| r.count), Some(1));
+    }
+
+    #[test]
+    fn a_wide_t32_instruction_cut_by_the_region_end_is_stepped() {
+        let t32: Vec<u8> = [0x4600u16, 0x4600, 0xf8d1].iter().flat_map(|h| h.to_le_bytes()).collect();
+        let m = map(key(Isa::T32, 0), 0x100, t32.len());
+        assert_eq!(m.plain_run(&t32, 0x100, 0x100, 10, None), Some(PlainRun { count: 2, last: 0x102 }));
+        assert_eq!(m.plain_run(&t32, 0x100, 0x104, 10, None), None);
+    }
+
+    #[test]
+    fn pages_edges_alignments_and_caps_agree_with_stepping() {
+        // Waypoints right at and around page edges, a region starting 2 bytes
+        // before an aligned word and ending with a partial word.
+        let n = (PAGE_SLOTS * 3 + 17) as usize;
+        let mut ops = vec![NOP; n];
+        for w in [0usize, 63, 64, PAGE_SLOTS as usize - 1, PAGE_SLOTS as usize, 2 * PAGE_SLOTS as usize + 5, n - 1] {
+            ops[w] = RET;
+        }
+        let mut bytes = vec![0xaa, 0xbb];
+        bytes.extend(words(&ops));
+        bytes.push(0xcc);
+        let start = 0x4_0000 - 2;
+        let k = key(Isa::A64, 0);
+        let m = map(k, start, bytes.len());
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..3000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let addr = 0x4_0000 + (seed % n as u64) * 4;
+            let max = if seed & 1 == 0 { u64::MAX } else { (seed >> 8) % 40_000 };
+            let until = (seed & 6 == 0).then(|| addr + (seed >> 20) % 80_000 * 4);
+            assert_eq!(m.plain_run(&bytes, start, addr, max, until), stepped(&k, &bytes, start, addr, max, until), "{addr:#x} {max}");
+        }
+    }
+
+    /// T32 code whose two decodings differ for long stretches (wide
+    /// instructions whose second halfword starts a wide one), over three
+    /// pages: from every halfword and byte around the page edges, the map
+    /// answers as stepping does, or (off both chains) leaves it to stepping.
+    #[test]
+    fn t32_from_every_start_across_pages() {
+        let plain = testcode::plain_words(Isa::T32);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut code = Vec::new();
+        while code.len() < (PAGE_SLOTS as usize * 2) * 3 + 10 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let w = if seed % 500 == 0 { 0xe7fe_e7fe } else { plain[(seed >> 32) as usize % plain.len()] };
+            code.extend_from_slice(&w.to_le_bytes());
+        }
+        let edge = PAGE_SLOTS * 2;
+        let near = |off: u64| off < 300 || (1..4).any(|p| off.abs_diff(p * edge) < 300) || off % 97 == 0;
+        agree_from_every_start(Isa::T32, &code, 0x20_0002, near, u64::MAX);
+        agree_from_every_start(Isa::T32, &code, 0x20_0002, near, 7);
+    }
+
+    fn fixture(rel: &str) -> Option<Vec<u8>> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd").join(rel);
+        std::fs::read(p).ok()
+    }
+
+    /// The fixtures' program images, from every byte offset: the T32 code
+    /// of the PTM and v8.1-M captures (range2 starts 2 bytes past a word),
+    /// the Snowball kernel as A32 and T32, Juno's as A64.
+    #[test]
+    fn fixture_images_from_every_start() {
+        let cases = [
+            ("tc2-ptm-rstk-t32/mem_Cortex-A15_0_1_RO_CODE.bin", 0x8000_0278u64, Isa::T32),
+            ("tc2-ptm-rstk-t32/mem_Cortex-A15_0_1_RO_CODE.bin", 0x8000_0278, Isa::A32),
+            ("armv8_1m_branches/range1.bin", 0x1e008, Isa::T32),
+            ("armv8_1m_branches/range2.bin", 0x4f_9a02, Isa::T32),
+            ("Snowball/kernel_dump.bin", 0xc000_8000, Isa::A32),
+            ("Snowball/kernel_dump.bin", 0xc000_8000, Isa::T32),
+            ("juno_r1_1/kernel_dump.bin", 0xffff_ffc0_0008_1000, Isa::A64),
+        ];
+        let mut seen = 0;
+        for (file, start, isa) in cases {
+            let Some(bytes) = fixture(file) else { continue };
+            seen += 1;
+            agree_from_every_start(isa, &bytes, start, |_| true, u64::MAX);
+        }
+        assert!(seen > 0, "no fixture found under ../shared/fixtures/opencsd");
+    }
+
+    #[test]
+    fn every_a64_opcode_class_matches_the_classifier() {
+        let k = key(Isa::A64, 0);
+        let mut op = 1u32;
+        for _ in 0..200_000 {
+            op = op.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let info = a64::classify(op, 0, k.a64);
+            let stops = info.bad_opcode || info.itype != InstrType::Other;
+            assert_eq!(map(k, 0, 4).plain_run(&op.to_le_bytes(), 0, 0, 1, None).is_none(), stops, "{op:#010x}");
+        }
+    }
+
+    /// A run builds the pages it passes and, ahead of it, at most as many
+    /// again; a capped run builds only what the cap can reach.
+    #[test]
+    fn pages_are_built_as_runs_need_them() {
+        let pages = 40u64;
+        let bytes = words(&vec![NOP; (PAGE_SLOTS * pages) as usize]);
+        let stats = Arc::new(MapStats::default());
+        let m = StopMap::new(key(Isa::A64, 0), 0, bytes.len() as u64, Arc::clone(&stats));
+        assert_eq!(stats.counts().pages_built, 0);
+        let run = m.plain_run(&bytes, 0, 0, 10, None).unwrap();
+        assert_eq!((run.count, stats.counts().pages_built), (10, 1));
+        // Through 5 pages: 1 + 1 + 2 + 4 + 8 built at most.
+        let run = m.plain_run(&bytes, 0, 0, PAGE_SLOTS * 5 - 1, None).unwrap();
+        assert_eq!(run.count, PAGE_SLOTS * 5 - 1);
+        assert!(stats.counts().pages_built <= 16, "{:?}", stats.counts());
+        let run = m.plain_run(&bytes, 0, 0, u64::MAX, None).unwrap();
+        assert_eq!(run.count, PAGE_SLOTS * pages);
+        assert_eq!(stats.counts().pages_built, pages);
+        assert_eq!(stats.counts().bytes_scanned, bytes.len() as u64);
+    }
+}

@@ -74,6 +74,8 @@ pub struct MemoryImage {
     last_hit: Cell<usize>,
     /// What the regions' stop maps cost (shared by clones).
     map_stats: Arc<MapStats>,
+    /// Walks step every instruction (to check the maps against).
+    no_stop_maps: bool,
 }
 
 /// Most stop maps kept per region: keys differ by instruction set, options
@@ -356,13 +358,19 @@ impl MemoryImage {
         max: u64,
         until: Option<u64>,
     ) -> Option<(u64, u64)> {
-        if isa == Isa::T32 && it.remaining() != 0 {
+        if self.no_stop_maps || (isa == Isa::T32 && it.remaining() != 0) {
             return None;
         }
         let key = MapKey::new(isa, opts, addr)?;
         let run = self.plain_run(addr, space, key, max, until).filter(|r| r.count > 1)?;
         self.map_stats.note_run(run.count);
         Some((run.count - 1, run.last))
+    }
+
+    /// Let walks use the stop maps (the default) or make them step every
+    /// instruction, which must give the same ranges (tests compare the two).
+    pub fn set_stop_maps(&mut self, on: bool) {
+        self.no_stop_maps = !on;
     }
 
     /// What the stop maps of this image (and its clones) have cost so far.

@@ -553,3 +553,46 @@ impl PtmDecoder {
         }
     }
 }
+
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+    use crate::image::branchmap::testcode::walk_case;
+
+    fn walk_from(image: &MemoryImage, isa: Isa, start: u64, to: Option<u64>) -> String {
+        let cfg = PtmConfig::from_registers(
+            |r| match r {
+                "ETMCR" => Some(0),
+                "ETMCCER" => Some(0x34c0_1ac2),
+                "ETMIDR" => Some(0x411c_f312),
+                "ETMTRACEIDR" => Some(0x10),
+                _ => None,
+            },
+            Some("Cortex-A15"),
+        )
+        .unwrap();
+        let mut d = PtmDecoder::new(&cfg, Arc::new(image.clone()));
+        d.pe = PeState { addr: start, isa, valid: true };
+        let w = d.walk(to.map_or(WalkTo::Waypoint, WalkTo::AddressIncl)).map(|w| (w.start, w.end, w.count, w.found, w.last));
+        format!("{w:?} nacc {} {:#x} it {:?}", d.nacc_pending, d.nacc_addr, d.it)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+        /// Issue 16: PTM walks over random code (A32, T32, and A64 words
+        /// walked as A32) are the same with and without the stop maps, to the
+        /// next waypoint and to and including an address.
+        #[test]
+        fn ptm_walks_are_the_same_with_and_without_the_stop_maps(case in walk_case()) {
+            let (mapped, stepping) = case.images();
+            let isa = if case.isa == Isa::T32 { Isa::T32 } else { Isa::A32 };
+            for i in 0..case.starts.len() {
+                let start = case.start(i);
+                for to in [None, case.to()] {
+                    proptest::prop_assert_eq!(walk_from(&mapped, isa, start, to), walk_from(&stepping, isa, start, to), "{:?} from {:#x} to {:?}", isa, start, to);
+                }
+            }
+        }
+    }
+}
