@@ -274,7 +274,7 @@ impl StopMap {
     /// such instruction, or (T32) when `addr` is on neither chain of its page.
     pub fn plain_run(&self, bytes: &[u8], start: u64, addr: u64, max: u64, until: Option<u64>) -> Option<PlainRun> {
         let slot = self.key.slot();
-        if max == 0 || addr < self.base || (addr - self.base) % slot != 0 {
+        if max == 0 || addr < self.base || !(addr - self.base).is_multiple_of(slot) {
             return None;
         }
         let first = (addr - self.base) / slot;
@@ -282,7 +282,7 @@ impl StopMap {
             return None;
         }
         let until = until
-            .filter(|&u| u >= addr && (u - self.base) % slot == 0)
+            .filter(|&u| u >= addr && (u - self.base).is_multiple_of(slot))
             .map(|u| (u - self.base) / slot);
         let fixed = self.key.isa != Isa::T32;
         let mut k = (first / PAGE_SLOTS) as usize;
@@ -782,11 +782,11 @@ mod tests {
             seed ^= seed << 13;
             seed ^= seed >> 7;
             seed ^= seed << 17;
-            let w = if seed % 500 == 0 { 0xe7fe_e7fe } else { plain[(seed >> 32) as usize % plain.len()] };
+            let w = if seed.is_multiple_of(500) { 0xe7fe_e7fe } else { plain[(seed >> 32) as usize % plain.len()] };
             code.extend_from_slice(&w.to_le_bytes());
         }
         let edge = PAGE_SLOTS * 2;
-        let near = |off: u64| off < 300 || (1..4).any(|p| off.abs_diff(p * edge) < 300) || off % 97 == 0;
+        let near = |off: u64| off < 300 || (1..4).any(|p| off.abs_diff(p * edge) < 300) || off.is_multiple_of(97);
         agree_from_every_start(Isa::T32, &code, 0x20_0002, near, u64::MAX);
         agree_from_every_start(Isa::T32, &code, 0x20_0002, near, 7);
     }

@@ -348,6 +348,9 @@ impl MemoryImage {
     /// walk knows the instruction it ends on if the code ends after it.
     /// `None` when stepping is as quick (a run of one) or the map cannot
     /// help (inside an IT block, whose instructions the walk must count).
+    // The walk's whole position (set, options, IT state, address, space) and
+    // its two bounds: each decoder keeps them in its own fields.
+    #[allow(clippy::too_many_arguments)]
     pub fn pass_plain(
         &self,
         isa: Isa,
