@@ -13,6 +13,8 @@ pub mod branchmap;
 pub mod elf;
 pub mod instr;
 pub mod memory;
+#[cfg(test)]
+pub(crate) mod walkcase;
 
 use std::path::PathBuf;
 

@@ -1757,7 +1757,7 @@ mod tests {
         /// stop maps, to the next waypoint, to an address, and under a
         /// range limit.
         #[test]
-        fn walks_are_the_same_with_and_without_the_stop_maps(case in crate::image::branchmap::testcode::walk_case(), limit in proptest::prop_oneof![proptest::strategy::Just(0u32), 1u32..3000]) {
+        fn walks_are_the_same_with_and_without_the_stop_maps(case in crate::image::walkcase::walk_case(), limit in proptest::prop_oneof![proptest::strategy::Just(0u32), 1u32..3000]) {
             let (mapped, stepping) = case.images();
             for i in 0..case.starts.len() {
                 let start = case.start(i);

@@ -557,7 +557,7 @@ impl PtmDecoder {
 #[cfg(test)]
 mod walk_tests {
     use super::*;
-    use crate::image::branchmap::testcode::walk_case;
+    use crate::image::walkcase::walk_case;
 
     fn walk_from(image: &MemoryImage, isa: Isa, start: u64, to: Option<u64>) -> String {
         let cfg = PtmConfig::from_registers(
