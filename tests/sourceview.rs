@@ -81,7 +81,7 @@ fn demo_window(from: u64, n: usize) -> Vec<ExecutedRange> {
 #[test]
 fn main_shows_its_source_line_and_the_inline_chain() {
     let sym = demo_symbols();
-    let mut resolver = default_resolver(&snapshot());
+    let mut resolver = default_resolver(&snapshot(), &[], &[]);
     let main = addr_of(&sym, "main");
     let v = view(Some(&sym), &mut resolver, main, &[], 5);
     assert_eq!(v.status, SourceStatus::Ok, "{v:?}");
@@ -118,7 +118,7 @@ fn main_shows_its_source_line_and_the_inline_chain() {
 #[test]
 fn counts_are_the_window_instructions_on_each_line() {
     let sym = demo_symbols();
-    let mut resolver = default_resolver(&snapshot());
+    let mut resolver = default_resolver(&snapshot(), &[], &[]);
     let main = addr_of(&sym, "main");
     let window = demo_window(main, 200);
     assert_eq!(window.len(), 200);
@@ -177,7 +177,7 @@ fn a_root_without_the_file_says_which_file_is_missing() {
 #[test]
 fn no_image_and_no_debug_information() {
     let sym = demo_symbols();
-    let mut resolver = default_resolver(&snapshot());
+    let mut resolver = default_resolver(&snapshot(), &[], &[]);
     let v = view(Some(&sym), &mut resolver, 0x10, &[], 5);
     assert_eq!(v.status, SourceStatus::NoSymbols);
     assert!(v.function.is_none() && v.lines.is_empty());

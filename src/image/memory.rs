@@ -6,10 +6,12 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use super::branchmap::{MapCounts, MapKey, MapStats, PlainRun, StopMap};
+use super::instr::{DecodeOptions, ItState};
 use super::ImageError;
-use crate::element::MemSpace;
+use crate::element::{Isa, MemSpace};
 use crate::input::{Device, TraceFile};
 
 /// Bytes behind a region: a mapped file or owned memory.
@@ -41,6 +43,10 @@ struct Region {
     /// A loadable segment mapped by [`MemoryImage::add_elf`] (not the file
     /// mapped as raw bytes).
     elf_segment: bool,
+    /// Where walks stop in this region, per instruction set, options and
+    /// alignment (built as walks reach it; shared by clones of the image,
+    /// which map the same bytes).
+    stops: Arc<Mutex<Vec<Arc<StopMap>>>>,
 }
 
 impl Region {
@@ -66,7 +72,16 @@ pub struct RegionInfo {
 pub struct MemoryImage {
     regions: Vec<Region>,
     last_hit: LastHit,
+    /// What the regions' stop maps cost (shared by clones).
+    map_stats: Arc<MapStats>,
+    /// Walks step every instruction (to check the maps against).
+    no_stop_maps: bool,
 }
+
+/// Most stop maps kept per region: keys differ by instruction set, options
+/// and alignment, of which a capture uses a handful; past this many, walks
+/// step one instruction at a time.
+const MAX_MAPS_PER_REGION: usize = 16;
 
 /// Parse a snapshot `space=` value (OpenCSD's names; case does not matter).
 pub fn parse_mem_space(s: &str) -> Option<MemSpace> {
@@ -194,6 +209,7 @@ impl MemoryImage {
             offset: offset as usize,
             path: path.to_path_buf(),
             elf_segment: false,
+            stops: Arc::default(),
         });
         Ok(note)
     }
@@ -241,6 +257,7 @@ impl MemoryImage {
                 offset: 0,
                 path: PathBuf::from("<memory>"),
                 elf_segment: false,
+                stops: Arc::default(),
             });
         }
     }
@@ -322,6 +339,71 @@ impl MemoryImage {
         let from = r.offset + off as usize;
         let b = &r.file.bytes()[from..from + 4];
         Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The run of ordinary instructions (at which a walk with `key` would not
+    /// stop) from `addr` on, at most `max` of them, within the one region
+    /// holding `addr`, ending before the instruction at `until` if the walk
+    /// meets it. `None` when there is none, or the map cannot say (see
+    /// [`super::branchmap`]): the walk then steps.
+    pub fn plain_run(&self, addr: u64, space: MemSpace, key: MapKey, max: u64, until: Option<u64>) -> Option<PlainRun> {
+        let r = self.find(addr, space)?;
+        let map = {
+            // A poisoned lock only means another walk panicked while adding a
+            // map; the list itself is always whole.
+            let mut maps = r.stops.lock().unwrap_or_else(|e| e.into_inner());
+            match maps.iter().find(|m| m.key() == key) {
+                Some(m) => Arc::clone(m),
+                None if maps.len() < MAX_MAPS_PER_REGION => {
+                    let m = Arc::new(StopMap::new(key, r.start, r.len, Arc::clone(&self.map_stats)));
+                    maps.push(Arc::clone(&m));
+                    m
+                }
+                None => return None,
+            }
+        };
+        let bytes = &r.file.bytes()[r.offset..r.offset + r.len as usize];
+        map.plain_run(bytes, r.start, addr, max, until)
+    }
+
+    /// For a walk in `isa` (with IT state `it`) at `addr` that may take `max`
+    /// more instructions and must stop at `until`: how many instructions it
+    /// may pass without classifying them, and the address of the next one it
+    /// must step; the last instruction of a run is left to step, so that the
+    /// walk knows the instruction it ends on if the code ends after it.
+    /// `None` when stepping is as quick (a run of one) or the map cannot
+    /// help (inside an IT block, whose instructions the walk must count).
+    // The walk's whole position (set, options, IT state, address, space) and
+    // its two bounds: each decoder keeps them in its own fields.
+    #[allow(clippy::too_many_arguments)]
+    pub fn pass_plain(
+        &self,
+        isa: Isa,
+        opts: &DecodeOptions,
+        it: ItState,
+        addr: u64,
+        space: MemSpace,
+        max: u64,
+        until: Option<u64>,
+    ) -> Option<(u64, u64)> {
+        if self.no_stop_maps || (isa == Isa::T32 && it.remaining() != 0) {
+            return None;
+        }
+        let key = MapKey::new(isa, opts, addr)?;
+        let run = self.plain_run(addr, space, key, max, until).filter(|r| r.count > 1)?;
+        self.map_stats.note_run(run.count);
+        Some((run.count - 1, run.last))
+    }
+
+    /// Let walks use the stop maps (the default) or make them step every
+    /// instruction, which must give the same ranges (tests compare the two).
+    pub fn set_stop_maps(&mut self, on: bool) {
+        self.no_stop_maps = !on;
+    }
+
+    /// What the stop maps of this image (and its clones) have cost so far.
+    pub fn map_counts(&self) -> MapCounts {
+        self.map_stats.counts()
     }
 
     /// The little-endian 16-bit halfword at `addr`.

@@ -9,9 +9,12 @@
 
 pub mod a64;
 pub mod arm32;
+pub mod branchmap;
 pub mod elf;
 pub mod instr;
 pub mod memory;
+#[cfg(test)]
+pub(crate) mod walkcase;
 
 use std::path::PathBuf;
 

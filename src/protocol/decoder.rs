@@ -254,6 +254,12 @@ impl From<InstrError> for DecodeError {
     }
 }
 
+/// Instructions a walk to the next waypoint steps one at a time before it
+/// asks the image's stop map ([`MemoryImage::pass_plain`]) for a run of
+/// ordinary instructions to pass, and again after a lookup that gave none:
+/// most ranges are short and never pay for a lookup.
+pub(crate) const PLAIN_STEPS: u32 = 16;
+
 /// The 16-entry return stack of ETMv4 (TRCCONFIGR.RS) and PTM (ETMCR bit
 /// 29): calls push their return address, an indirect branch the trace does
 /// not give pops it. Popping an empty stack is an error, seen as a negative

@@ -48,7 +48,7 @@ pub fn etm4(c: u8, id: u8) -> Etm4Config {
 /// (bit 29), bit 3 branch broadcast (bit 8), bit 4 context ID size 32.
 pub fn ptm(c: u8, id: u8) -> PtmConfig {
     let c = c as u64;
-    let etmcr = (c & 1) << 12 | ((c >> 1) & 1) << 28 | ((c >> 2) & 1) << 29 | ((c >> 3) & 1) << 8 | ((c >> 4) & 1) * (3 << 14);
+    let etmcr = ((c & 1) << 12) | (((c >> 1) & 1) << 28) | (((c >> 2) & 1) << 29) | (((c >> 3) & 1) << 8) | (((c >> 4) & 1) * (3 << 14));
     let reg = |name: &str| -> Option<u64> {
         Some(match name {
             "ETMCR" => etmcr,
@@ -68,7 +68,7 @@ pub fn ptm(c: u8, id: u8) -> PtmConfig {
 pub fn etm3(c: u8, id: u8) -> Etm3Config {
     let c = c as u64;
     let etmcr =
-        0x800 | (c & 1) << 12 | ((c >> 1) & 1) << 28 | ((c >> 2) & 1) << 8 | ((c >> 3) & 1) * (3 << 14) | ((c >> 4) & 1) * 0xc;
+        0x800 | ((c & 1) << 12) | (((c >> 1) & 1) << 28) | (((c >> 2) & 1) << 8) | (((c >> 3) & 1) * (3 << 14)) | (((c >> 4) & 1) * 0xc);
     let reg = |name: &str| -> Option<u64> {
         Some(match name {
             "ETMCR" => etmcr,

@@ -20,7 +20,7 @@ use crate::element::{
 };
 use crate::image::instr::{self, DecodeOptions, InstrInfo, ItState};
 use crate::image::memory::MemoryImage;
-use crate::protocol::decoder::{Decoder, DecoderCore, ReturnStack};
+use crate::protocol::decoder::{Decoder, DecoderCore, ReturnStack, PLAIN_STEPS};
 use crate::protocol::ProtocolError;
 
 pub use crate::protocol::decoder::DecodeError;
@@ -1186,8 +1186,20 @@ impl Etm4Decoder {
             0 => DEFAULT_INSTR_RANGE_LIMIT,
             n => n.min(u32::MAX - 1),
         };
+        let mut next_pass = PLAIN_STEPS;
         loop {
             let addr = self.walk.addr;
+            if r.count >= next_pass {
+                let space = self.mem_space();
+                let max = (limit - r.count) as u64;
+                if let Some((n, next)) = self.image.pass_plain(self.walk.isa, &self.idec, self.walk.it, addr, space, max, to) {
+                    r.count += n as u32;
+                    self.walk.addr = next;
+                    next_pass = r.count + PLAIN_STEPS;
+                    continue;
+                }
+                next_pass = r.count + PLAIN_STEPS;
+            }
             let Some(info) = self.decode_at(addr)? else {
                 r.end = self.walk.addr;
                 return Ok((r, WpRes::Nacc));
@@ -1726,5 +1738,91 @@ mod tests {
         bad.rs.head = 16;
         let err = Etm4Decoder::load_state(&cfg, Arc::new(MemoryImage::default()), &bad.save_state()).err().unwrap();
         assert!(err.to_string().contains("return stack index"), "{err}");
+    }
+
+    /// One walk from `start` with the maps of `image`: what it returns, where
+    /// it leaves the walk, the instruction it ends on and the IT state.
+    fn walk_from(image: &MemoryImage, isa: Isa, start: u64, to: Option<u64>, limit: u32) -> String {
+        let mut d = decoder();
+        d.image = Arc::new(image.clone());
+        d.opts.instr_range_limit = limit;
+        d.walk.addr = start;
+        d.walk.isa = isa;
+        let res = d.walk_to_waypoint(to).map(|(r, res)| (r.start, r.end, r.count, res));
+        format!("{res:?} at {:#x} last {:?} it {:?}", d.walk.addr, d.walk.last, d.walk.it)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Issue 16: random instruction words in random images (two regions,
+        /// any alignment, A64, A32 and T32) walk to the same place, with the
+        /// same count, outcome and last instruction, with and without the
+        /// stop maps, to the next waypoint, to an address, and under a
+        /// range limit.
+        #[test]
+        fn walks_are_the_same_with_and_without_the_stop_maps(case in crate::image::walkcase::walk_case(), limit in proptest::prop_oneof![proptest::strategy::Just(0u32), 1u32..3000]) {
+            let (mapped, stepping) = case.images();
+            for i in 0..case.starts.len() {
+                let start = case.start(i);
+                for to in [None, case.to()] {
+                    let want = walk_from(&stepping, case.isa, start, to, limit);
+                    proptest::prop_assert_eq!(walk_from(&mapped, case.isa, start, to, limit), want, "{:?} from {:#x} to {:?}", case.isa, start, to);
+                }
+            }
+        }
+    }
+
+    /// The fixtures' program images walked from every halfword (T32) or
+    /// word (A32, A64), with and without the stop maps, repeated so that
+    /// some ranges are long: the T32 code of the PTM and v8.1-M captures, the
+    /// Snowball kernel as A32, Juno's as A64.
+    #[test]
+    fn fixture_code_walks_the_same_with_the_stop_maps() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd");
+        let cases = [
+            ("tc2-ptm-rstk-t32/mem_Cortex-A15_0_1_RO_CODE.bin", Isa::T32, 2),
+            ("armv8_1m_branches/range2.bin", Isa::T32, 2),
+            ("Snowball/kernel_dump.bin", Isa::A32, 4),
+            ("juno_r1_1/kernel_dump.bin", Isa::A64, 4),
+        ];
+        let mut seen = 0;
+        for (file, isa, step) in cases {
+            let Ok(code) = std::fs::read(root.join(file)) else { continue };
+            seen += 1;
+            // The code with its stops kept only one in 64 words apart: long
+            // runs over real instruction mixes.
+            let opts = d_opts();
+            let key = crate::image::branchmap::MapKey::new(isa, &opts, 0).unwrap();
+            let mut sparse = code.clone();
+            for (n, w) in sparse.chunks_exact_mut(4).enumerate() {
+                let op = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                let stops = match isa {
+                    Isa::T32 => key.t32_stops(op as u16, (op >> 16) as u16) || key.t32_stops((op >> 16) as u16, 0),
+                    _ => key.word_stops(op),
+                };
+                if stops && n % 64 != 0 {
+                    w.copy_from_slice(&crate::image::branchmap::testcode::plain_words(isa)[0].to_le_bytes());
+                }
+            }
+            let mut runs = 0;
+            for bytes in [code, sparse] {
+                let mut mapped = MemoryImage::new();
+                mapped.add_bytes(0x8000, bytes.clone(), MemSpace::ANY);
+                let mut stepping = mapped.clone();
+                stepping.set_stop_maps(false);
+                let end = 0x8000 + bytes.len() as u64;
+                for start in (0x8000..end).step_by(step).filter(|a| bytes.len() < 70_000 || a % 64 < 8) {
+                    assert_eq!(walk_from(&mapped, isa, start, None, 0), walk_from(&stepping, isa, start, None, 0), "{file} from {start:#x}");
+                }
+                runs += mapped.map_counts().runs;
+            }
+            assert!(runs > 0, "{file}: the maps found no run");
+        }
+        assert!(seen > 0, "no fixture under {}", root.display());
+    }
+
+    fn d_opts() -> DecodeOptions {
+        decoder().idec
     }
 }

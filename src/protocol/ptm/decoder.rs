@@ -19,7 +19,7 @@ use crate::element::{
 };
 use crate::image::instr::{self, DecodeOptions, InstrInfo, ItState};
 use crate::image::memory::MemoryImage;
-use crate::protocol::decoder::{DecodeError, Decoder, DecoderCore, ReturnStack};
+use crate::protocol::decoder::{DecodeError, Decoder, DecoderCore, ReturnStack, PLAIN_STEPS};
 use crate::protocol::etm4::decoder::DecoderOptions;
 use crate::protocol::ProtocolError;
 use crate::protocol::etm4::decoder::DecoderOutput;
@@ -506,7 +506,22 @@ impl PtmDecoder {
                 ..Default::default()
             },
         };
+        let until = match to {
+            WalkTo::AddressIncl(a) => Some(a),
+            WalkTo::Waypoint => None,
+        };
+        let mut next_pass = PLAIN_STEPS;
         loop {
+            if w.count >= next_pass {
+                // Past a few instructions, ordinary code is passed with the
+                // image's stop map (the count stays below where it would wrap).
+                let max = (u32::MAX - w.count) as u64;
+                if let Some((n, next)) = self.image.pass_plain(isa, &self.idec, self.it, addr, space, max, until) {
+                    w.count += n as u32;
+                    addr = next;
+                }
+                next_pass = w.count + PLAIN_STEPS;
+            }
             let here = addr;
             let mut bytes = [0u8; 4];
             let n = self.image.read(addr, space, &mut bytes);
@@ -534,6 +549,49 @@ impl PtmDecoder {
             };
             if w.found {
                 return Ok(w);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod walk_tests {
+    use super::*;
+    use crate::image::walkcase::walk_case;
+
+    fn walk_from(image: &MemoryImage, isa: Isa, start: u64, to: Option<u64>) -> String {
+        let cfg = PtmConfig::from_registers(
+            |r| match r {
+                "ETMCR" => Some(0),
+                "ETMCCER" => Some(0x34c0_1ac2),
+                "ETMIDR" => Some(0x411c_f312),
+                "ETMTRACEIDR" => Some(0x10),
+                _ => None,
+            },
+            Some("Cortex-A15"),
+        )
+        .unwrap();
+        let mut d = PtmDecoder::new(&cfg, Arc::new(image.clone()));
+        d.pe = PeState { addr: start, isa, valid: true };
+        let w = d.walk(to.map_or(WalkTo::Waypoint, WalkTo::AddressIncl)).map(|w| (w.start, w.end, w.count, w.found, w.last));
+        format!("{w:?} nacc {} {:#x} it {:?}", d.nacc_pending, d.nacc_addr, d.it)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(32))]
+
+        /// Issue 16: PTM walks over random code (A32, T32, and A64 words
+        /// walked as A32) are the same with and without the stop maps, to the
+        /// next waypoint and to and including an address.
+        #[test]
+        fn ptm_walks_are_the_same_with_and_without_the_stop_maps(case in walk_case()) {
+            let (mapped, stepping) = case.images();
+            let isa = if case.isa == Isa::T32 { Isa::T32 } else { Isa::A32 };
+            for i in 0..case.starts.len() {
+                let start = case.start(i);
+                for to in [None, case.to()] {
+                    proptest::prop_assert_eq!(walk_from(&mapped, isa, start, to), walk_from(&stepping, isa, start, to), "{:?} from {:#x} to {:?}", isa, start, to);
+                }
             }
         }
     }
