@@ -89,6 +89,21 @@ fn goto(app: &mut App, n: u64) {
     settle(app);
 }
 
+/// Go to the first instruction range at or after element `n`: its number
+/// and start address.
+fn first_range_from(app: &mut App, mut n: u64) -> (u64, u64) {
+    goto(app, n);
+    let addr = loop {
+        match app.entry(n).map(|e| e.row.clone()) {
+            Some(r) if r.kind == RowKind::Range => break r.addr.unwrap(),
+            Some(_) => n += 1,
+            None => goto(app, n),
+        }
+    };
+    goto(app, n);
+    (n, addr)
+}
+
 fn found(app: &mut App) {
     wait(app, "a search", |a| a.finding.is_none());
     settle(app);
@@ -585,16 +600,7 @@ fn goto_explains_clamping_and_addr_goes_to_the_next_execution() {
     assert_eq!(app.message, "", "the message went stale");
 
     // A range executed more than once.
-    goto(&mut app, 1000);
-    let mut n = 1000;
-    let addr = loop {
-        match app.entry(n).map(|e| e.row.clone()) {
-            Some(r) if r.kind == RowKind::Range => break r.addr.unwrap(),
-            Some(_) => n += 1,
-            None => goto(&mut app, n),
-        }
-    };
-    goto(&mut app, n);
+    let (n, addr) = first_range_from(&mut app, 1000);
     act(&mut app, &[Action::Goto]);
     typed(&mut app, &format!("addr:{addr:#x}"));
     app.update(Action::Submit);
@@ -704,16 +710,7 @@ fn text_fields_edit_and_export_asks_before_overwriting() {
 #[test]
 fn p_and_shift_p_visit_executions_of_the_cursor_address() {
     let mut app = open((120, 40));
-    goto(&mut app, 1000);
-    let mut n = 1000;
-    let addr = loop {
-        match app.entry(n).map(|e| e.row.clone()) {
-            Some(r) if r.kind == RowKind::Range => break r.addr.unwrap(),
-            Some(_) => n += 1,
-            None => goto(&mut app, n),
-        }
-    };
-    goto(&mut app, n);
+    let (n, addr) = first_range_from(&mut app, 1000);
     act(&mut app, &[Action::NextVisit]);
     found(&mut app);
     let next = app.cursor.number;
