@@ -151,11 +151,11 @@ fn is_function(f: Option<&Frame>) -> bool {
     matches!(f, Some(Frame::Function { .. }))
 }
 
-/// Where an event happens: track, time and the element behind it.
+/// Where an event happens: its track and the element behind it (its time is
+/// placed later, see `place`).
 #[derive(Clone, Copy)]
 struct At {
     tid: u8,
-    ts: u64,
     number: u64,
 }
 
@@ -267,9 +267,9 @@ impl<'a> PerfettoSink<'a> {
     }
 
     fn begin_slice(&mut self, out: &mut String, at: At, frame: Frame, name: &str, addr: Option<u64>) {
-        let At { tid, ts, number } = at;
+        let At { tid, number } = at;
         if self.tracks[tid as usize].stack.len() >= MAX_DEPTH {
-            self.close_all(out, tid, ts);
+            self.close_all(out, tid);
         }
         let mut rest = String::new();
         self.describe(&mut rest, frame, name, addr, number);
@@ -294,14 +294,14 @@ impl<'a> PerfettoSink<'a> {
         out.push_str("}}");
     }
 
-    fn end_slice(&mut self, out: &mut String, tid: u8, _ts: u64) -> Option<Frame> {
+    fn end_slice(&mut self, out: &mut String, tid: u8) -> Option<Frame> {
         let f = self.tracks[tid as usize].stack.pop()?;
         self.hold(out, 'E', tid, "}".into());
         Some(f)
     }
 
-    fn close_all(&mut self, out: &mut String, tid: u8, ts: u64) {
-        while self.end_slice(out, tid, ts).is_some() {}
+    fn close_all(&mut self, out: &mut String, tid: u8) {
+        while self.end_slice(out, tid).is_some() {}
         self.tracks[tid as usize].exit = Exit::Other;
     }
 
@@ -391,7 +391,7 @@ impl super::Sink for PerfettoSink<'_> {
             textout::hex(out, tid as u64, 2);
             out.push_str("\"}}");
         }
-        let at = At { tid, ts, number };
+        let at = At { tid, number };
         use ElementKind as K;
         match e.kind {
             K::InstrRange { start, end, count, executed, last_type, last_subtype, .. } => {
@@ -407,7 +407,7 @@ impl super::Sink for PerfettoSink<'_> {
                     // address is a loop in a recursive function, not a return.
                     if let Some(depth) = returns_to(&self.tracks[tid as usize].stack, start) {
                         while self.tracks[tid as usize].stack.len() > depth {
-                            self.end_slice(out, tid, ts);
+                            self.end_slice(out, tid);
                         }
                     }
                 }
@@ -416,7 +416,7 @@ impl super::Sink for PerfettoSink<'_> {
                 } else if matches!(exit, Exit::Jump { .. }) && self.tail_call_to(tid, start) {
                     // The callee returns to the caller's caller: it takes the
                     // place of the slice it was branched to from.
-                    if let Some(Frame::Function { ret, .. }) = self.end_slice(out, tid, ts) {
+                    if let Some(Frame::Function { ret, .. }) = self.end_slice(out, tid) {
                         self.enter_function(out, at, start, ret);
                     }
                 }
@@ -426,7 +426,7 @@ impl super::Sink for PerfettoSink<'_> {
                     match (last_type, last_subtype) {
                         (_, InstrSubtype::BranchLink) => t.exit = Exit::Call(end),
                         (_, InstrSubtype::Return | InstrSubtype::ImpliedReturn) if is_function(t.stack.last()) => {
-                            self.end_slice(out, tid, ts);
+                            self.end_slice(out, tid);
                         }
                         (InstrType::Branch, InstrSubtype::None) => t.exit = Exit::Jump { indirect: false },
                         (InstrType::IndirectBranch, InstrSubtype::None) => t.exit = Exit::Jump { indirect: true },
@@ -445,14 +445,14 @@ impl super::Sink for PerfettoSink<'_> {
             K::ExceptionReturn => {
                 let t = &self.tracks[tid as usize];
                 if t.stack.iter().any(|f| matches!(f, Frame::Exception { .. })) {
-                    while let Some(f) = self.end_slice(out, tid, ts) {
+                    while let Some(f) = self.end_slice(out, tid) {
                         if let Frame::Exception { pending_call } = f {
                             self.tracks[tid as usize].exit = pending_call.map_or(Exit::Other, Exit::Call);
                             break;
                         }
                     }
                 } else {
-                    self.close_all(out, tid, ts);
+                    self.close_all(out, tid);
                 }
             }
             K::PeContext(c) => {
@@ -462,7 +462,7 @@ impl super::Sink for PerfettoSink<'_> {
                 let other = changed(ctx, c.context_id) || changed(vmid, c.vmid);
                 t.context = (c.context_id.or(ctx), c.vmid.or(vmid));
                 if other {
-                    self.close_all(out, tid, ts);
+                    self.close_all(out, tid);
                 }
             }
             K::NoSync(_)
@@ -471,7 +471,7 @@ impl super::Sink for PerfettoSink<'_> {
             | K::AddrNotAccessible { .. }
             | K::AddrUnknown
             | K::RangeNoPath { .. } => {
-                self.close_all(out, tid, ts);
+                self.close_all(out, tid);
                 if let K::RangeNoPath { count, .. } = e.kind {
                     self.tracks[tid as usize].pos += count as u64;
                 }
@@ -482,8 +482,7 @@ impl super::Sink for PerfettoSink<'_> {
 
     fn end(&mut self, out: &mut String) {
         for tid in 0..self.tracks.len() as u8 {
-            let ts = self.tracks[tid as usize].last_ts;
-            self.close_all(out, tid, ts);
+            self.close_all(out, tid);
             self.place(out, tid, None);
         }
         out.push_str("\n]}\n");
