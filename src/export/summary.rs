@@ -30,10 +30,14 @@ pub struct SourceCounts {
 
 impl SourceCounts {
     fn new(s: &Source) -> SourceCounts {
+        SourceCounts::zero(s.name.clone(), s.device_type.clone(), s.trace_id)
+    }
+
+    fn zero(name: String, device_type: String, trace_id: Option<u8>) -> SourceCounts {
         SourceCounts {
-            name: s.name.clone(),
-            device_type: s.device_type.clone(),
-            trace_id: s.trace_id,
+            name,
+            device_type,
+            trace_id,
             bytes: 0,
             packets: 0,
             elements: [0; KIND_NAMES.len()],
@@ -77,16 +81,7 @@ pub struct DecodeCounts {
 impl DecodeCounts {
     /// The counts of every source together.
     pub fn total(&self) -> SourceCounts {
-        let mut t = SourceCounts {
-            name: "total".into(),
-            device_type: String::new(),
-            trace_id: None,
-            bytes: 0,
-            packets: 0,
-            elements: [0; KIND_NAMES.len()],
-            instructions: 0,
-            errors: 0,
-        };
+        let mut t = SourceCounts::zero("total".into(), String::new(), None);
         for s in &self.sources {
             t.add(s);
         }
