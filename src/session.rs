@@ -6,6 +6,7 @@
 //! nothing about output formats.
 
 pub mod marks;
+pub mod tally;
 
 use std::sync::Arc;
 
@@ -792,6 +793,11 @@ impl<'p> Runner<'p> {
     /// The frame mode of the buffer (`None` for unformatted data).
     pub fn frame_mode(&self) -> Option<FrameMode> {
         self.mode
+    }
+
+    /// The plan the run decodes (its sources are what events point into).
+    pub fn plan(&self) -> &'p BufferPlan {
+        self.plan
     }
 
     /// Offset of the next byte to feed.

@@ -206,7 +206,7 @@ pub fn run(args: DecodeArgs) -> Result<ExitCode, CliError> {
                 eprintln!("tracesight: warning: {n}");
             }
             let opts = RunOptions { after_reset: args.multi_session && i > 0, ..opts.clone() };
-            counts.count(plan, file.bytes(), &[Fragment::whole(file.len())], &opts);
+            counts.count_parallel(plan, file.bytes(), &[Fragment::whole(file.len())], &opts, &index::IndexOptions::default());
         }
         return write_summary(&counts, started.elapsed().as_secs_f64(), opencsd, out);
     }

@@ -139,7 +139,7 @@ pub fn decode(args: &DecodeArgs) -> Result<ExitCode, CliError> {
     if args.summary {
         let started = std::time::Instant::now();
         let mut counts = tracesight::export::summary::DecodeCounts::default();
-        counts.count(&cap.plan, cap.file.bytes(), &cap.fragments, &opts);
+        counts.count_parallel(&cap.plan, cap.file.bytes(), &cap.fragments, &opts, &tracesight::index::IndexOptions::default());
         return super::decode::write_summary(&counts, started.elapsed().as_secs_f64(), !json, out);
     }
     let show_packets = !args.elements_only;

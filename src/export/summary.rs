@@ -5,8 +5,10 @@
 
 use std::fmt::Write as _;
 
-use crate::element::{self, ElementKind, KIND_NAMES};
-use crate::session::{run_fragments, BufferPlan, Event, Fragment, RunOptions, RunSummary, Source};
+use crate::element::{self, KIND_NAMES};
+use crate::index::{self, IndexOptions};
+use crate::session::tally::{SourceTally, Tally};
+use crate::session::{run_fragments, BufferPlan, Fragment, RunOptions, RunSummary, Source};
 
 /// Counts for one trace source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,58 +90,13 @@ impl DecodeCounts {
         t
     }
 
-    /// Decode `fragments` of `data` as `plan` describes, adding what was
-    /// seen. Runs of several buffers of one snapshot add up by source name.
+    /// Decode `fragments` of `data` as `plan` describes, in one pass on this
+    /// thread, adding what was seen. Runs of several buffers of one snapshot
+    /// add up by source name.
     pub fn count(&mut self, plan: &BufferPlan, data: &[u8], fragments: &[Fragment], opts: &RunOptions) -> RunSummary {
-        let mut here: Vec<SourceCounts> = plan.sources.iter().map(SourceCounts::new).collect();
-        // Events name their source by reference into `plan.sources`; the
-        // last one seen is remembered, since events come in runs per source.
-        let mut last: Option<(*const Source, usize)> = None;
-        let mut slot = |s: &Source| -> Option<usize> {
-            let p = s as *const Source;
-            if let Some((lp, i)) = last {
-                if lp == p {
-                    return Some(i);
-                }
-            }
-            let i = plan.sources.iter().position(|x| std::ptr::eq(x, s))?;
-            last = Some((p, i));
-            Some(i)
-        };
-        let mut skipped = Vec::new();
-        let summary = run_fragments(plan, data, fragments, opts, |ev| match ev {
-            Event::Packet { source, raw, .. } => {
-                if let Some(i) = slot(source) {
-                    here[i].packets += 1;
-                    here[i].bytes += raw.len() as u64;
-                }
-            }
-            Event::Element { source, element } => {
-                if let Some(i) = slot(source) {
-                    let c = &mut here[i];
-                    c.elements[element::kind_index(&element.kind)] += 1;
-                    match element.kind {
-                        ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } => {
-                            c.instructions += count as u64
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            Event::Message { source, .. } => {
-                if let Some(i) = slot(source) {
-                    here[i].errors += 1;
-                }
-            }
-            Event::Skipped { trace_id, reason } => skipped.push((trace_id, reason)),
-            _ => {}
-        });
-        for c in here {
-            match self.sources.iter_mut().find(|s| s.name == c.name && s.trace_id == c.trace_id) {
-                Some(s) => s.add(&c),
-                None => self.sources.push(c),
-            }
-        }
+        let mut tally = Tally::new(plan.sources.len());
+        let summary = run_fragments(plan, data, fragments, opts, |ev| tally.event(&plan.sources, &ev));
+        self.absorb(plan, &tally);
         self.bytes_processed += summary.bytes_processed;
         if let Some(e) = &summary.frame_error {
             self.stops.push(format!("frame error: {e}"));
@@ -147,12 +104,49 @@ impl DecodeCounts {
         for f in summary.fatal.iter().chain(summary.fatal_at_end.iter()) {
             self.stops.push(f.clone());
         }
-        for s in skipped {
-            if !self.skipped.iter().any(|(id, _)| *id == s.0) {
-                self.skipped.push(s);
+        summary
+    }
+
+    /// [`DecodeCounts::count`] on all cores (`iopts.threads`, 0 for all):
+    /// the buffer is cut into parts decoded at once and put together as the
+    /// index build does ([`index::tally_fragments`]), which gives the counts of
+    /// one pass from the start. A decode that stops early is counted again in
+    /// one pass, for the exact place and reason of the stop.
+    pub fn count_parallel(&mut self, plan: &BufferPlan, data: &[u8], fragments: &[Fragment], opts: &RunOptions, iopts: &IndexOptions) {
+        let built = index::tally_fragments(plan, data, fragments, opts, iopts);
+        match built.tally {
+            Some(t) if built.stop.is_none() => {
+                self.absorb(plan, &t);
+                self.bytes_processed += fragments.iter().map(|f| f.len() as u64).sum::<u64>();
+            }
+            _ => {
+                self.count(plan, data, fragments, opts);
             }
         }
-        summary
+    }
+
+    /// Add a run's tally, by source name and trace ID.
+    fn absorb(&mut self, plan: &BufferPlan, tally: &Tally) {
+        let none = SourceTally::default();
+        for (i, s) in plan.sources.iter().enumerate() {
+            // A parallel build's tally ends at the last source that had data.
+            let t = tally.sources.get(i).unwrap_or(&none);
+            let mut c = SourceCounts::new(s);
+            c.bytes = t.bytes;
+            c.packets = t.packets;
+            c.elements = t.elements;
+            c.instructions = t.instructions;
+            c.errors = t.messages;
+            match self.sources.iter_mut().find(|x| x.name == c.name && x.trace_id == c.trace_id) {
+                Some(x) => x.add(&c),
+                None => self.sources.push(c),
+            }
+        }
+        for s in &tally.skipped {
+            if !self.skipped.iter().any(|(id, _)| *id == s.0) {
+                self.skipped.push(s.clone());
+            }
+        }
     }
 
     /// Sources that saw any data.

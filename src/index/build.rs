@@ -34,7 +34,8 @@ use super::{IndexOptions, Maxima, SegmentStats};
 use crate::element::{Element, ElementKind};
 use crate::frame::FrameMode;
 use crate::protocol::etm4::decoder::SpecState;
-use crate::session::{BufferPlan, Counts, Event, Fragment, RunOptions, Runner};
+use crate::session::tally::Tally;
+use crate::session::{BufferPlan, Counts, Event, Fragment, RunOptions, Runner, Source};
 
 /// How far an index build is, readable from any thread while it runs.
 #[derive(Debug, Default)]
@@ -121,6 +122,9 @@ struct Seg {
     spec_canceled: u64,
     n: u64,
     ids: Vec<IdSeg>,
+    /// Everything the decoder reported, per source, when the build gathers it
+    /// (a `decode --summary`).
+    tally: Option<Box<Tally>>,
 }
 
 impl Seg {
@@ -221,10 +225,18 @@ impl Seg {
             }
         }
         self.n += next.n;
+        if let Some(t) = &next.tally {
+            self.tally.get_or_insert_with(Default::default).add(t);
+        }
     }
 
     #[inline]
-    fn event(&mut self, ev: Event<'_>) {
+    fn event(&mut self, sources: &[Source], ev: Event<'_>) {
+        // A tallying build is a summary: nothing reads its index statistics.
+        if let Some(t) = &mut self.tally {
+            t.event(sources, &ev);
+            return;
+        }
         match ev {
             Event::Element { element, .. } => self.element(element),
             Event::Spec { record, .. } if record.state != SpecState::Committed => self.spec_canceled += 1,
@@ -268,6 +280,8 @@ struct Ctx<'a> {
     release: Option<Release<'a>>,
     /// Where the saved states go (see [`super::spill`]).
     spill: &'a Arc<Spill>,
+    /// Whether segments gather a [`Tally`].
+    tally: bool,
 }
 
 /// Asked at each checkpoint (offset, saved state, its counters) whether the
@@ -282,6 +296,11 @@ enum Step {
 }
 
 impl Ctx<'_> {
+    /// An empty segment, gathering a tally when the build does.
+    fn seg(&self) -> Seg {
+        Seg { tally: self.tally.then(Default::default), ..Seg::default() }
+    }
+
     /// Decode from the runner's offset (a checkpoint position) to `to`,
     /// saving a checkpoint before each block while the state can be saved.
     /// `join` is asked at each checkpoint whether another decoder takes over
@@ -294,6 +313,7 @@ impl Ctx<'_> {
         count: bool,
         join: Join<'_>,
     ) -> Step {
+        let sources = &r.plan().sources;
         let mut released = r.offset() as usize;
         let mut resumable = true;
         loop {
@@ -315,21 +335,21 @@ impl Ctx<'_> {
                     }
                     let state = self.spill.put(&state);
                     let marks = marks.map(|m| self.spill.put_marks(&m));
-                    cps.push(Cp { offset: pos as u64, counts: r.counts, state, marks, seg: Seg::default() });
+                    cps.push(Cp { offset: pos as u64, counts: r.counts, state, marks, seg: self.seg() });
                 }
                 None if resumable => {
                     // From here on the segment of the last checkpoint grows to
                     // the end, as in a decode that cannot save its state.
                     resumable = false;
                     if cps.is_empty() {
-                        cps.push(Cp { offset: self.frag.start, counts: r.counts, state: StateRef::empty(), marks: None, seg: Seg::default() });
+                        cps.push(Cp { offset: self.frag.start, counts: r.counts, state: StateRef::empty(), marks: None, seg: self.seg() });
                     }
                 }
                 None => {}
             }
             let end = (pos + self.interval).min(self.accepted);
             let seg = &mut cps.last_mut().expect("a checkpoint before the first block").seg;
-            let ok = r.feed(&self.data[pos..end], &mut |ev| seg.event(ev));
+            let ok = r.feed(&self.data[pos..end], &mut |ev| seg.event(sources, ev));
             if count {
                 self.progress.add((end - pos) as u64);
             }
@@ -352,10 +372,15 @@ impl Ctx<'_> {
     fn last(&self, r: &mut Runner<'_>, cps: &mut Vec<Cp>, stopped: bool) -> End {
         if !stopped && self.accepted as u64 == self.frag.end {
             if cps.is_empty() {
-                cps.push(Cp { offset: self.frag.start, counts: r.counts, state: StateRef::empty(), marks: None, seg: Seg::default() });
+                cps.push(Cp { offset: self.frag.start, counts: r.counts, state: StateRef::empty(), marks: None, seg: self.seg() });
             }
             let seg = &mut cps.last_mut().unwrap().seg;
+            let sources = &r.plan().sources;
             r.finish(&mut |ev| {
+                if let Some(t) = &mut seg.tally {
+                    t.event(sources, &ev);
+                    return;
+                }
                 // Only elements: the speculation records of the flush are not
                 // part of any segment's count.
                 if let Event::Element { element, .. } = ev {
@@ -503,6 +528,7 @@ pub(super) fn build(
     progress: &BuildProgress,
     release: Option<Release<'_>>,
     spill: &Arc<Spill>,
+    tally: bool,
 ) -> IndexData {
     // The decoders work on copies of the plan (see PlanCopy).
     let copy = PlanCopy::of(plan);
@@ -526,7 +552,7 @@ pub(super) fn build(
     .div_ceil(interval)
     .max(1)
         * interval;
-    let mut ctx = Ctx { data, frag, opts, interval, accepted, marked: false, progress, release, spill };
+    let mut ctx = Ctx { data, frag, opts, interval, accepted, marked: false, progress, release, spill, tally };
     let mut out = None;
     if splittable && threads > 1 && len > part_len {
         ctx.marked = true;
@@ -600,6 +626,7 @@ fn merge(ctx: &Ctx<'_>, plan: &BufferPlan, parts: &[Part], part_len: usize) -> O
         max: Maxima::default(),
         spill: ctx.spill.clone(),
         pending: None,
+        tally: None,
     };
     let (mut k, mut from) = (0usize, 0u64);
     loop {
@@ -693,6 +720,8 @@ struct Acc {
     /// The last checkpoint kept, its state and its segment so far (later
     /// segments join it while their checkpoints are dropped).
     pending: Option<(Checkpoint, StateRef, Seg)>,
+    /// The tallies of the segments put in so far.
+    tally: Option<Tally>,
 }
 
 impl Acc {
@@ -789,6 +818,9 @@ impl Acc {
     /// Put the checkpoint kept last into the index, with its segment.
     fn flush(&mut self) {
         let Some((mut c, state, s)) = self.pending.take() else { return };
+        if let Some(t) = &s.tally {
+            self.tally.get_or_insert_with(Default::default).add(t);
+        }
         let mut seg = SegmentStats {
             first_ts: s.first_ts,
             last_ts: s.last_ts,
@@ -820,7 +852,7 @@ impl Acc {
         for r in self.states {
             states.push(r);
         }
-        IndexData { checkpoints: self.checkpoints, states, ids: self.ids, totals, stop }
+        IndexData { checkpoints: self.checkpoints, states, ids: self.ids, totals, stop, tally: self.tally }
     }
 }
 
@@ -829,6 +861,9 @@ impl Acc {
 /// when there are many), then they are put one after the other, with the
 /// counts of the fragments before added and the maxima carried on. The
 /// checkpoint at each fragment's start is a restart point with no state.
+/// With `tally`, the segments count what the decoders report instead
+/// ([`super::tally_fragments`]).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn build_fragments(
     plan: &BufferPlan,
     data: &[u8],
@@ -837,11 +872,14 @@ pub(super) fn build_fragments(
     iopts: &IndexOptions,
     progress: &BuildProgress,
     release: Option<Release<'_>>,
+    tally: bool,
 ) -> IndexData {
     let spill = Arc::new(Spill::new());
     if let [frag] = fragments {
-        let mut out = build(plan, data, *frag, opts, iopts, progress, release, &spill);
-        format::hash_segments(&mut out.checkpoints, data, release);
+        let mut out = build(plan, data, *frag, opts, iopts, progress, release, &spill, tally);
+        if !tally {
+            format::hash_segments(&mut out.checkpoints, data, release);
+        }
         return out;
     }
     let total: u64 = fragments.iter().map(|f| f.len() as u64).sum();
@@ -855,7 +893,7 @@ pub(super) fn build_fragments(
     let one = |copy: PlanCopy, frag: &Fragment, inner: &IndexOptions| {
         let plan = copy.plan();
         let p = BuildProgress::new();
-        let d = build(&plan, data, *frag, opts, inner, &p, release, &spill);
+        let d = build(&plan, data, *frag, opts, inner, &p, release, &spill, tally);
         progress.add(frag.len() as u64);
         d
     };
@@ -874,7 +912,9 @@ pub(super) fn build_fragments(
     let mut out = concatenate(fragments, built, &spill);
     // Over the whole capture: a segment runs to the next checkpoint, which
     // may lie in the next fragment.
-    format::hash_segments(&mut out.checkpoints, data, release);
+    if !tally {
+        format::hash_segments(&mut out.checkpoints, data, release);
+    }
     progress.done.store(total, Ordering::Relaxed);
     progress.finished.store(true, Ordering::Relaxed);
     out
@@ -886,7 +926,7 @@ pub(super) fn build_fragments(
 /// from their segment summaries, which only makes a seek start earlier).
 fn concatenate(fragments: &[Fragment], parts: Vec<IndexData>, spill: &Arc<Spill>) -> IndexData {
     let states = States::new(spill.clone());
-    let mut out = IndexData { checkpoints: Vec::new(), states, ids: Vec::new(), totals: Counts::default(), stop: None };
+    let mut out = IndexData { checkpoints: Vec::new(), states, ids: Vec::new(), totals: Counts::default(), stop: None, tally: None };
     let none = |v: u64| (v != format::NONE).then_some(v);
     let mut max = Maxima::default();
     let bigger = |m: Option<u64>, v: Option<u64>| match (m, v) {
@@ -934,6 +974,9 @@ fn concatenate(fragments: &[Fragment], parts: Vec<IndexData>, spill: &Arc<Spill>
                     }
                 }
             }
+        }
+        if let Some(t) = &d.tally {
+            out.tally.get_or_insert_with(Default::default).add(t);
         }
         if out.stop.is_none() {
             out.stop = d.stop.map(|s| format!("fragment at 0x{:x}: {s}", frag.start));

@@ -271,6 +271,9 @@ pub struct IndexData {
     pub totals: Counts,
     /// Why the decode stopped before the end, if it did.
     pub stop: Option<String>,
+    /// What the decoders reported, per source, when the build was asked to
+    /// gather it ([`super::tally_fragments`]); never written to the file.
+    pub tally: Option<crate::session::tally::Tally>,
 }
 
 fn push_words(out: &mut Vec<u8>, words: &[u64]) {

@@ -143,7 +143,7 @@ impl DecoderCore {
 
     /// Hand an element over, stamped with the time context after it (its
     /// cycle count added, its timestamp taken).
-    pub fn deliver<F: FnMut(DecoderOutput<'_>)>(&mut self, mut e: Element, sink: &mut F) {
+    pub fn deliver<F: FnMut(DecoderOutput<'_>)>(&mut self, e: &mut Element, sink: &mut F) {
         if let Some(cc) = e.cycle_count {
             self.time.total_cycles += cc as u64;
         }
@@ -151,7 +151,7 @@ impl DecoderCore {
             self.time.timestamp = Some(value);
         }
         e.time = self.time;
-        sink(DecoderOutput::Element(&e));
+        sink(DecoderOutput::Element(e));
     }
 
     /// A decoder message in OpenCSD's format: `TAG_ID : 0xCODE (NAME)

@@ -444,8 +444,8 @@ impl Etm3Decoder {
                 return;
             }
         };
-        let e = Element { index: s.index, trace_id: self.core.trace_id, kind, isa: s.isa, cycle_count, time: Time::default() };
-        self.core.deliver(e, sink);
+        let mut e = Element { index: s.index, trace_id: self.core.trace_id, kind, isa: s.isa, cycle_count, time: Time::default() };
+        self.core.deliver(&mut e, sink);
     }
 
     fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, text: &str) {

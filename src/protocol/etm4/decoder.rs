@@ -438,9 +438,11 @@ impl Etm4Decoder {
 
     /// Hand the pending elements over, stamping each with its time context.
     fn send<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        for e in self.out.drain(..) {
+        // In place: an element is written once, where `add` built it.
+        for e in self.out.iter_mut() {
             self.core.deliver(e, sink);
         }
+        self.out.clear();
     }
 
     fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, text: &str) {

@@ -194,8 +194,8 @@ impl PtmDecoder {
     // ---- output ----------------------------------------------------------
 
     fn emit<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, kind: ElementKind, cc: Option<u32>) {
-        let e = Element { index, trace_id: self.core.trace_id, kind, isa: self.elem_isa, cycle_count: cc, time: Time::default() };
-        self.core.deliver(e, sink);
+        let mut e = Element { index, trace_id: self.core.trace_id, kind, isa: self.elem_isa, cycle_count: cc, time: Time::default() };
+        self.core.deliver(&mut e, sink);
     }
 
     fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, text: &str) {

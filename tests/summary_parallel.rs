@@ -1,0 +1,117 @@
+//! `decode --summary` on all cores counts exactly what one pass from the
+//! start counts: per source packets, bytes, elements per kind, instructions
+//! and messages, and the skipped trace IDs; on every fixture cut into parts
+//! of two and five checkpoints, and on repeated captures of each protocol
+//! cut into many parts.
+
+use std::path::{Path, PathBuf};
+
+use tracesight::export::summary::DecodeCounts;
+use tracesight::index::{self, IndexOptions};
+use tracesight::input::Snapshot;
+use tracesight::session::{BufferPlan, Fragment, RunOptions};
+
+fn fixtures() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd");
+    p.is_dir().then_some(p)
+}
+
+fn plan_of(dir: &Path) -> Option<BufferPlan> {
+    let snap = Snapshot::open(dir).ok()?;
+    let buffer = snap.default_buffer()?.clone();
+    let plan = BufferPlan::new(&snap, &buffer).ok()?;
+    plan.sources.iter().any(|s| s.kind.is_decoded()).then_some(plan)
+}
+
+fn elements() -> RunOptions {
+    RunOptions { elements: true, ..RunOptions::default() }
+}
+
+fn one_pass(plan: &BufferPlan, data: &[u8]) -> DecodeCounts {
+    let mut c = DecodeCounts::default();
+    c.count(plan, data, &[Fragment::whole(data.len())], &elements());
+    c
+}
+
+fn in_parts(plan: &BufferPlan, data: &[u8], interval: u64, part: u64) -> DecodeCounts {
+    let mut c = DecodeCounts::default();
+    let iopts = IndexOptions { interval, threads: 2, part, ..IndexOptions::default() };
+    c.count_parallel(plan, data, &[Fragment::whole(data.len())], &elements(), &iopts);
+    c
+}
+
+fn assert_same(what: &str, a: &DecodeCounts, b: &DecodeCounts) {
+    assert_eq!(a.sources, b.sources, "{what}: per-source counts");
+    assert_eq!(a.skipped, b.skipped, "{what}: skipped IDs");
+    assert_eq!(a.stops, b.stops, "{what}: stops");
+    assert_eq!(a.bytes_processed, b.bytes_processed, "{what}: bytes processed");
+}
+
+#[test]
+fn parallel_summary_equals_one_pass_on_every_fixture() {
+    let Some(root) = fixtures() else {
+        eprintln!("fixtures not found; skipped");
+        return;
+    };
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root).unwrap().filter_map(|e| Some(e.ok()?.path())).collect();
+    dirs.sort();
+    let mut compared = 0;
+    let mut multi_part = 0;
+    for dir in dirs {
+        let Some(plan) = plan_of(&dir) else { continue };
+        let Ok(file) = plan.open() else { continue };
+        let data = file.bytes();
+        let one = one_pass(&plan, data);
+        assert!(one.total().packets > 0 || data.is_empty(), "{}: nothing counted", dir.display());
+        for part in [2048, 5120] {
+            let par = in_parts(&plan, data, 1024, part);
+            assert_same(&format!("{} (parts of {part})", dir.display()), &one, &par);
+        }
+        compared += 1;
+        if data.len() > 2048 {
+            multi_part += 1;
+        }
+    }
+    assert!(compared >= 40, "only {compared} fixtures compared");
+    assert!(multi_part >= 15, "only {multi_part} fixtures were cut into parts");
+}
+
+/// A fixture's buffer repeated in memory, counted in one pass and in parts.
+fn repeated(name: &str, copies: usize, interval: u64, part: u64) {
+    let Some(root) = fixtures() else { return };
+    let plan = plan_of(&root.join(name)).expect("fixture plan");
+    let file = plan.open().unwrap();
+    let data = file.bytes().repeat(copies);
+    let one = one_pass(&plan, &data);
+    let par = in_parts(&plan, &data, interval, part);
+    assert!(data.len() as u64 / part >= 8, "{name}: too few parts to test anything");
+    assert_same(&format!("{name} x{copies}"), &one, &par);
+    // The parallel path itself, not a fall-back to one pass: its tally is there.
+    let built = index::tally_fragments(&plan, &data, &[Fragment::whole(data.len())], &elements(), &IndexOptions { interval, threads: 2, part, ..IndexOptions::default() });
+    assert!(built.tally.is_some() && built.stop.is_none(), "{name}: no tally from the parallel build");
+}
+
+#[test]
+fn parallel_summary_equals_one_pass_on_repeated_ete() {
+    repeated("001-ack_test", 24, 4096, 32 * 1024);
+}
+
+#[test]
+fn parallel_summary_equals_one_pass_on_repeated_cycle_accurate_ete() {
+    repeated("texit-poe2", 24, 4096, 32 * 1024);
+}
+
+#[test]
+fn parallel_summary_equals_one_pass_on_repeated_formatted_etmv4() {
+    repeated("juno_r1_1", 8, 4096, 32 * 1024);
+}
+
+#[test]
+fn parallel_summary_equals_one_pass_on_repeated_ptm() {
+    repeated("tc2-ptm-rstk-t32", 32, 1024, 8 * 1024);
+}
+
+#[test]
+fn parallel_summary_equals_one_pass_on_repeated_etmv3_and_ptm() {
+    repeated("TC2", 16, 1024, 8 * 1024);
+}
