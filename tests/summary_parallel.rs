@@ -115,3 +115,36 @@ fn parallel_summary_equals_one_pass_on_repeated_ptm() {
 fn parallel_summary_equals_one_pass_on_repeated_etmv3_and_ptm() {
     repeated("TC2", 16, 1024, 8 * 1024);
 }
+
+/// A perf.data: many AUX fragments, each decoded from fresh decoders, several
+/// at once; the same counts as one fragment after the other.
+#[test]
+fn parallel_summary_equals_one_pass_on_perf_data() {
+    use tracesight::capture::{Capture, CaptureOptions};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/perf/simpleperf");
+    let mut compared = 0;
+    for name in ["perf_etm.data", "perf_inject.data", "perf_with_missing_aux_data.data"] {
+        let path = dir.join(name);
+        if !path.is_file() {
+            continue;
+        }
+        let copts = CaptureOptions { symdirs: vec![dir.clone()], ..CaptureOptions::default() };
+        let Ok(cap) = Capture::open(&path, &copts) else { continue };
+        if cap.fragments.len() < 2 {
+            continue;
+        }
+        let data = cap.file.bytes();
+        let opts = RunOptions { elements: true, ..cap.opts.clone() };
+        let mut one = DecodeCounts::default();
+        one.count(&cap.plan, data, &cap.fragments, &opts);
+        for threads in [1, 2] {
+            let mut par = DecodeCounts::default();
+            let iopts = IndexOptions { interval: 1024, threads, part: 4096, ..IndexOptions::default() };
+            par.count_parallel(&cap.plan, data, &cap.fragments, &opts, &iopts);
+            assert_same(&format!("{name} ({threads} threads)"), &one, &par);
+        }
+        assert!(one.total().element_total() > 0, "{name}: no elements counted");
+        compared += 1;
+    }
+    assert!(compared >= 1 || !dir.is_dir(), "no perf.data with several fragments");
+}

@@ -108,11 +108,18 @@ impl DecodeCounts {
     }
 
     /// [`DecodeCounts::count`] on all cores (`iopts.threads`, 0 for all):
-    /// the buffer is cut into parts decoded at once and put together as the
-    /// index build does ([`index::tally_fragments`]), which gives the counts of
-    /// one pass from the start. A decode that stops early is counted again in
-    /// one pass, for the exact place and reason of the stop.
+    /// when `opts` asks for elements, the buffer is cut into parts decoded at
+    /// once and put together as the index build does
+    /// ([`index::tally_fragments`]), which gives the counts of one pass from
+    /// the start. A decode that stops early is counted again in one pass, for
+    /// the exact place and reason of the stop.
     pub fn count_parallel(&mut self, plan: &BufferPlan, data: &[u8], fragments: &[Fragment], opts: &RunOptions, iopts: &IndexOptions) {
+        if !opts.elements {
+            // Packets only: the parser alone, quick enough on one core, and
+            // the build always decodes elements.
+            self.count(plan, data, fragments, opts);
+            return;
+        }
         let built = index::tally_fragments(plan, data, fragments, opts, iopts);
         match built.tally {
             Some(t) if built.stop.is_none() => {
