@@ -213,3 +213,47 @@ fn unresolved_at_end_of_trace() {
     assert_eq!(r.spec.len(), 2);
     assert_eq!(r.elements.last().unwrap(), "EO_TRACE( [end-of-trace])");
 }
+
+/// The speculation view only adds records: the committed elements are the
+/// same with it and without it, on every fixture capture. Without it the
+/// decoder commits atoms that cannot walk code (no address yet, no
+/// speculation window) without queueing them; with it every atom is queued
+/// and resolved so that its fate is recorded: both ways must agree.
+#[test]
+fn the_speculation_view_leaves_the_committed_elements_of_every_fixture_alone() {
+    use std::path::{Path, PathBuf};
+    use tracesight::input::Snapshot;
+    use tracesight::session::{run, BufferPlan, Event, RunOptions};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd");
+    let Ok(rd) = std::fs::read_dir(&root) else {
+        eprintln!("fixtures not found; skipped");
+        return;
+    };
+    let mut dirs: Vec<PathBuf> = rd.filter_map(|e| Some(e.ok()?.path())).collect();
+    dirs.sort();
+    let elements = |plan: &BufferPlan, data: &[u8], speculation: bool| -> Vec<String> {
+        let opts = RunOptions { elements: true, decoder: DecoderOptions { speculation, ..Default::default() }, ..RunOptions::default() };
+        let mut out = Vec::new();
+        let _ = run(plan, data, &opts, |ev| {
+            if let Event::Element { element, .. } = ev {
+                out.push(format!("{} {} {:?}", element.trace_id, text(element), element.time));
+            }
+        });
+        out
+    };
+    let mut compared = 0;
+    for dir in dirs {
+        let Ok(snap) = Snapshot::open(&dir) else { continue };
+        let Some(buffer) = snap.default_buffer().cloned() else { continue };
+        let Ok(plan) = BufferPlan::new(&snap, &buffer) else { continue };
+        let Ok(file) = plan.open() else { continue };
+        let plain = elements(&plan, file.bytes(), false);
+        let viewed = elements(&plan, file.bytes(), true);
+        assert_eq!(plain.len(), viewed.len(), "{}: element count", dir.display());
+        for (i, (a, b)) in plain.iter().zip(&viewed).enumerate() {
+            assert_eq!(a, b, "{}: element {i}", dir.display());
+        }
+        compared += !plain.is_empty() as usize;
+    }
+    assert!(compared >= 30, "only {compared} fixtures compared");
+}

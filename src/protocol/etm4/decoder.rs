@@ -567,6 +567,33 @@ impl Etm4Decoder {
         self.spec_depth += pkt.atom_count as i64;
     }
 
+    /// Commit a packet of atoms at once when that can change nothing but the
+    /// P0 sequence numbers; false (nothing done) otherwise. With no
+    /// speculation window (MAXSPEC 0) each atom commits as soon as it is
+    /// traced, and while the decoder waits for an address or a context (after
+    /// an inaccessible address, say) a committed atom walks no code. On an
+    /// empty element stack with no return-stack pop pending, queueing the
+    /// atoms and resolving them again would only advance the numbers; on
+    /// captures that mostly run where the image has no code (juno_r1_1) this
+    /// is a third of the atom packets. The speculation view records each
+    /// atom's fate, so it takes the long way.
+    #[inline]
+    fn commit_idle_atoms(&mut self, pkt: &Packet) -> bool {
+        let idle = self.max_spec == 0
+            && self.spec_depth == 0
+            && (self.need_addr || self.need_ctxt)
+            && self.stack.is_empty()
+            && !self.rs.pop_pending
+            && !self.res.any()
+            && !self.opts.speculation
+            && pkt.atom_count > 0;
+        if idle {
+            self.next_seq += pkt.atom_count as u64;
+            self.last_committed_seq = Some(self.next_seq - 1);
+        }
+        idle
+    }
+
     fn spec_record<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, e: &P0, unit: u32, state: SpecState, at: Option<u64>) {
         if self.opts.speculation {
             let r = SpecRecord {
@@ -606,7 +633,11 @@ impl Etm4Decoder {
             P::TraceOn => {
                 self.push(P0Kind::TraceOn, false, pkt);
             }
-            P::AtomF1 | P::AtomF2 | P::AtomF3 | P::AtomF4 | P::AtomF5 | P::AtomF6 => self.push_atoms(pkt),
+            P::AtomF1 | P::AtomF2 | P::AtomF3 | P::AtomF4 | P::AtomF5 | P::AtomF6 => {
+                if !self.commit_idle_atoms(pkt) {
+                    self.push_atoms(pkt)
+                }
+            }
             P::Context => {
                 let last_is = self.last_is;
                 let e = self.push(P0Kind::Ctxt, false, pkt);
