@@ -36,7 +36,7 @@ impl SourceTally {
         self.messages += o.messages;
     }
 
-    #[inline]
+    #[inline(always)]
     fn element(&mut self, kind: &ElementKind) {
         self.elements[element::kind_index(kind)] += 1;
         if let ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } = *kind {
@@ -64,7 +64,7 @@ impl Tally {
 
     /// The place of `s` in `sources`, which must be the slice the run's
     /// events point into.
-    #[inline]
+    #[inline(always)]
     fn slot(&mut self, sources: &[Source], s: &Source) -> Option<usize> {
         let p = s as *const Source as usize;
         if let Some((lp, i)) = self.last {
@@ -82,7 +82,8 @@ impl Tally {
 
     /// Count one event of a run over a plan whose sources are `sources`.
     /// Events of a source outside that slice are not counted.
-    #[inline]
+    // Once per packet and element: worth inlining into the run's handler.
+    #[inline(always)]
     pub fn event(&mut self, sources: &[Source], ev: &Event<'_>) {
         match ev {
             Event::Packet { source, raw, .. } => {
