@@ -1049,8 +1049,8 @@ fn function_chart_names_what_ran_at_a_depth() {
         // main's frame is as deep as the call stacks say.
         goto(&mut app, 1_000_000);
         assert_eq!(app.calls.row(1_000_000).unwrap().depth(), d + 1);
-        // One level deeper: what main calls, named where it fits.
-        act(&mut app, &[Action::ChartDeeper]);
+        // One level deeper, zoomed in: what main calls, named where it fits.
+        act(&mut app, &[Action::ChartDeeper, Action::ZoomIn, Action::ZoomIn, Action::ZoomIn, Action::ZoomIn, Action::ZoomIn]);
         let text = screen(&app, PLAIN).0;
         insta::assert_snapshot!(format!("function_chart_{tag}"), timeline_text(&app, &text));
         // Colored segments, one color per function.
@@ -1058,7 +1058,7 @@ fn function_chart_names_what_ran_at_a_depth() {
         let row = 1u16;
         let colors: std::collections::HashSet<Color> = (1..size.0 - 1).map(|x| buf[(x, row)].bg).collect();
         assert!(colors.iter().filter(|c| **c != Color::Reset).count() >= 2, "{colors:?}");
-        act(&mut app, &[Action::ChartShallower]);
+        act(&mut app, &[Action::ChartShallower, Action::ZoomReset]);
         assert_eq!(app.calls.chart_depth, d);
         act(&mut app, &[Action::Chart]);
         assert!(!app.calls.show_chart);

@@ -89,7 +89,10 @@ pub fn lines(app: &App, cols: usize, view: (f64, f64), label_w: usize, pal: Pale
                 spans.push(Span::raw(" ".repeat(run)));
                 continue;
             }
+            // A name shows where three letters of it fit, never a lone
+            // letter that reads as another name.
             let name = app.calls.chart.names.get(&key).map_or("", String::as_str);
+            let name = if run >= 4 { name } else { "" };
             let text: String = if pal.color {
                 name.chars().chain(std::iter::repeat(' ')).take(run).collect()
             } else {
