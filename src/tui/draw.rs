@@ -627,7 +627,7 @@ fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     lines.push(Line::from(head));
     // The call stack at the cursor, outermost first.
     if let Some(b) = super::calls::breadcrumb(app, area.width.saturating_sub(3) as usize) {
-        lines.insert(0, Line::from(Span::styled(format!("{b}"), Style::default().add_modifier(Modifier::DIM))));
+        lines.insert(0, Line::from(Span::styled(b, Style::default().add_modifier(Modifier::DIM))));
     }
     let body = h.saturating_sub(lines.len());
     if let (SourceStatus::SourceNotFound { file, tried }, true) = (&view.status, view.lines.is_empty()) {

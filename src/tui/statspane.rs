@@ -195,9 +195,13 @@ pub fn draw(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     // The name takes what the numbers leave, at least 16; columns that do
     // not fit are left out, the sorted one never.
     let mut cols: Vec<(Column, &str, usize)> = Vec::new();
+    let sort_w = COLUMNS.iter().find(|x| x.0 == pane.sort).map_or(0, |x| x.2 + 1);
     let mut used = 16;
     for c in COLUMNS {
-        if c.0 == pane.sort || used + c.2 + 1 <= inner_w.saturating_sub(COLUMNS.iter().find(|x| x.0 == pane.sort).map_or(0, |x| x.2 + 1)) {
+        // Room is kept for the sorted column until it is in.
+        let sorted = c.0 == pane.sort;
+        let reserve = if sorted || cols.iter().any(|x| x.0 == pane.sort) { 0 } else { sort_w };
+        if sorted || used + c.2 + 1 + reserve <= inner_w {
             used += c.2 + 1;
             cols.push(c);
         }
