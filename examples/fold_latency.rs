@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 use tracesight::capture::CaptureOptions;
-use tracesight::tui::app::{Action, App};
+use tracesight::tui::app::{Action, App, Pos};
 use tracesight::tui::{self, draw};
 
 const SIZE: (u16, u16) = (160, 48);
-const TIMEOUT: Duration = Duration::from_secs(120);
+const TIMEOUT: Duration = Duration::from_secs(20);
 
 fn loaded(app: &App) -> bool {
     app.visible().iter().all(|p| app.entry(p.number).is_some() && app.calls.row(p.number).is_some())
@@ -32,6 +32,13 @@ fn settle(app: &mut App, term: &mut Terminal<TestBackend>, done: impl Fn(&App) -
     let start = Instant::now();
     while !(done(app) && loaded(app)) {
         if start.elapsed() > TIMEOUT {
+            let missing: Vec<u64> = app
+                .visible()
+                .iter()
+                .filter(|p| app.entry(p.number).is_none() || app.calls.row(p.number).is_none())
+                .map(|p| p.number)
+                .collect();
+            eprintln!("not loaded after {TIMEOUT:?}: cursor {}, rows missing {missing:?}, message {:?}", app.cursor.number, app.message);
             return false;
         }
         match app.chans.rx.recv_timeout(Duration::from_millis(50)) {
@@ -89,16 +96,19 @@ fn main() {
             continue;
         }
         app.message.clear();
+        let before = app.calls.folds.len();
         let t = Instant::now();
         app.update(Action::Fold);
-        let at = app.cursor.number;
-        let ok = settle(&mut app, &mut term, |a| a.calls.folds.contains_key(&a.cursor.number) || !a.message.is_empty());
-        if !ok || !app.calls.folds.contains_key(&app.cursor.number) {
+        let ok = settle(&mut app, &mut term, |a| a.calls.folds.len() > before || !a.message.is_empty());
+        if !ok || app.calls.folds.len() == before {
             skipped += 1;
             continue;
         }
         folds.push(t.elapsed().as_secs_f64() * 1e3);
-        let _ = at;
+        // On a call the cursor stays on the call's row: `+` goes on the
+        // folded row below it.
+        let head = *app.calls.folds.keys().next().expect("a fold");
+        app.cursor = Pos { number: head, sub: app.elem_sub(head) };
         let t = Instant::now();
         app.update(Action::Unfold);
         settle(&mut app, &mut term, |a| a.calls.folds.is_empty());
