@@ -83,6 +83,28 @@ fn bench(c: &mut Criterion) {
                 })
             });
         }
+        // The statistics pane and the function chart, after the background
+        // pass (their data comes from it), in the middle of the capture.
+        pump_until(&mut app, "the background pass", |a| a.calls.ready);
+        app.jump_to(total / 2, false);
+        pump_until(&mut app, "the screen", screen_loaded);
+        app.update(tui::app::Action::Stats);
+        pump_until(&mut app, "the statistics", |a| a.calls.stats.table.is_some());
+        g.bench_with_input(BenchmarkId::new(format!("{w}x{h}"), "statistics"), &app, |b, app| {
+            b.iter(|| {
+                term.clear().unwrap();
+                term.draw(|f| tui::draw::draw(app, f)).unwrap();
+            })
+        });
+        app.update(tui::app::Action::Cancel);
+        app.update(tui::app::Action::Chart);
+        app.update(tui::app::Action::ChartDeeper);
+        g.bench_with_input(BenchmarkId::new(format!("{w}x{h}"), "function_chart"), &app, |b, app| {
+            b.iter(|| {
+                term.clear().unwrap();
+                term.draw(|f| tui::draw::draw(app, f)).unwrap();
+            })
+        });
     }
     g.finish();
 }

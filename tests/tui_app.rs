@@ -46,6 +46,8 @@ fn wait(app: &mut App, what: &str, done: impl Fn(&App) -> bool) {
 /// Until every visible row is decoded and the source pane follows the cursor.
 fn settle(app: &mut App) {
     wait(app, "the visible rows", |a| a.visible().iter().all(|p| a.entry(p.number).is_some()));
+    // Once the background pass is done, rows indent by call depth.
+    wait(app, "the call stacks", |a| !a.calls.ready || a.visible().iter().all(|p| a.calls.row(p.number).is_some()));
     if app.cursor_addr().is_some() {
         wait(app, "the source pane", |a| a.source.as_ref().is_some_and(|(v, _)| Some(v.addr) == a.cursor_addr()));
     }
@@ -808,4 +810,258 @@ fn delta_column_counts_from_the_row_before_or_the_zero_mark() {
     // z again: from the row before.
     act(&mut app, &[Action::ZeroMark]);
     assert_eq!(app.zero, None);
+}
+
+/// The viewer opened on the demo with its call stacks known.
+fn open_with_calls(size: (u16, u16)) -> App {
+    let app = open(size);
+    assert!(app.calls.ready, "the background pass sends the call stacks before the lanes");
+    app
+}
+
+/// The timeline pane's lines of a screen.
+fn timeline_text(app: &App, text: &str) -> String {
+    let h = app.layout().timeline.height as usize;
+    text.lines().take(h).collect::<Vec<_>>().join("\n")
+}
+
+// The demo's elements 999988 to 1000013 (checked below, not assumed): main
+// calls hash_djb through a function pointer at 1000008; its first range is
+// 1000009, its return 1000012; 999988 to 999990 are one loop range run
+// three times.
+
+#[test]
+fn rows_indent_by_call_depth_and_calls_fold() {
+    for size in [(80u16, 24u16), (160, 48)] {
+        let tag = format!("{}x{}", size.0, size.1);
+        let mut app = open_with_calls(size);
+        goto(&mut app, 1_000_010);
+        let depth = |app: &App, n| app.calls.row(n).map(|r| r.depth()).unwrap();
+        assert_eq!(app.entry(1_000_009).unwrap().row.function.as_deref(), Some("hash_djb"));
+        assert!(app.entry(1_000_008).unwrap().row.call_return.is_some(), "1000008 ends in a call");
+        assert_eq!(depth(&app, 1_000_009), depth(&app, 1_000_008) + 1, "the callee is one level deeper");
+        assert_eq!(depth(&app, 1_000_013), depth(&app, 1_000_008), "back in main after the return");
+        assert!(app.calls.row(1_000_009).unwrap().enters);
+        // The function column is indented by depth.
+        let text = screen(&app, PLAIN).0;
+        let line = |n: u64| text.lines().find(|l| l.contains(&format!(" {n} "))).unwrap().to_string();
+        let col = |l: &str, f: &str| l.find(f).unwrap();
+        assert!(col(&line(1_000_010), "hash_djb") > col(&line(1_000_008), "main"), "{text}");
+
+        // `-` inside the call folds it into its first row.
+        act(&mut app, &[Action::Fold]);
+        wait(&mut app, "the fold", |a| a.calls.folds.contains_key(&1_000_009));
+        settle(&mut app);
+        let f = app.calls.folds[&1_000_009].clone();
+        assert_eq!((f.name.as_str(), f.end), ("hash_djb", 1_000_012), "{f:?}");
+        assert_eq!(f.instructions, 16, "1 + 9 + 5 + 1 instructions: {f:?}");
+        assert_eq!(app.cursor.number, 1_000_009, "the cursor moves to the folded row");
+        assert_eq!(app.next_pos(app.cursor).unwrap().number, 1_000_013);
+        assert_eq!(app.prev_pos(tracesight::tui::app::Pos { number: 1_000_013, sub: 0 }).unwrap().number, 1_000_009);
+        let text = screen(&app, PLAIN).0;
+        assert!(text.contains("⊞ hash_djb · 16 instr"), "{text}");
+        assert!(!text.contains(" 1000010 "), "{text}");
+        insta::assert_snapshot!(format!("folded_call_{tag}"), text);
+
+        // `+` unfolds it.
+        act(&mut app, &[Action::Unfold]);
+        settle(&mut app);
+        assert!(app.calls.folds.is_empty());
+        assert_eq!(app.next_pos(app.cursor).unwrap().number, 1_000_010);
+
+        // `-` on the call itself folds its callee.
+        goto(&mut app, 1_000_008);
+        act(&mut app, &[Action::Fold]);
+        wait(&mut app, "the callee's fold", |a| a.calls.folds.contains_key(&1_000_009));
+        assert_eq!(app.cursor.number, 1_000_008, "the call row stays");
+        // A jump into a fold opens it.
+        goto(&mut app, 1_000_011);
+        assert!(app.calls.folds.is_empty(), "a jump into a folded call unfolds it");
+    }
+}
+
+#[test]
+fn loops_fold_and_percent_goes_from_a_return_to_its_call() {
+    let mut app = open_with_calls((160, 48));
+    // A run of one range three times is one row, ×3.
+    goto(&mut app, 999_988);
+    let r = app.entry(999_988).unwrap().row.clone();
+    for n in 999_989..=999_990 {
+        let o = &app.entry(n).unwrap().row;
+        assert_eq!((o.kind, o.addr, o.end), (RowKind::Range, r.addr, r.end), "element {n}");
+    }
+    assert_eq!(app.calls.row(999_988).unwrap().run, Some((999_988, 999_990)));
+    assert_eq!(app.next_pos(app.cursor).unwrap().number, 999_991);
+    assert!(screen(&app, PLAIN).0.contains(" ×3"));
+    act(&mut app, &[Action::Unfold]);
+    assert_eq!(app.next_pos(app.cursor).unwrap().number, 999_989, "+ opens the run");
+    assert!(!screen(&app, PLAIN).0.contains(" ×3"));
+
+    // `%` on a return goes to the call; on the call, to where it returns.
+    goto(&mut app, 1_000_012);
+    assert!(app.entry(1_000_012).unwrap().row.is_return);
+    act(&mut app, &[Action::CallReturn]);
+    assert_eq!(app.cursor.number, 1_000_008, "{}", app.message);
+    settle(&mut app);
+    act(&mut app, &[Action::CallReturn]);
+    found(&mut app);
+    assert_eq!(app.cursor.number, 1_000_013, "{}", app.message);
+}
+
+#[test]
+fn underscore_folds_every_deeper_call_and_plus_minus_zoom_in_the_timeline() {
+    let mut app = open_with_calls((160, 48));
+    goto(&mut app, 1_000_005);
+    let d = app.calls.row(1_000_005).unwrap().depth();
+    act(&mut app, &[Action::FoldBelow]);
+    assert_eq!(app.calls.fold_below, Some(d));
+    // hash_djb (1000009) and strncmp (1000016) are called from here.
+    wait(&mut app, "the deeper calls to fold", |a| a.calls.folds.contains_key(&1_000_009) && a.calls.folds.contains_key(&1_000_016));
+    settle(&mut app);
+    assert!(app.calls.folds.values().all(|f| app.calls.row(f.entry).is_none_or(|r| r.depth() == d + 1)));
+    let vis: Vec<u64> = app.visible().iter().map(|p| p.number).collect();
+    assert!(vis.contains(&1_000_009) && !vis.contains(&1_000_010) && !vis.contains(&1_000_017), "{vis:?}");
+    act(&mut app, &[Action::FoldBelow]);
+    assert!(app.calls.folds.is_empty() && app.calls.fold_below.is_none());
+
+    // In the timeline + and - zoom; in the list they fold.
+    act(&mut app, &[Action::Timeline, Action::Unfold]);
+    assert!((app.zoom.1 - app.zoom.0 - 0.5).abs() < 1e-9, "{:?}", app.zoom);
+    act(&mut app, &[Action::Fold]);
+    assert!((app.zoom.1 - app.zoom.0 - 1.0).abs() < 1e-9, "{:?}", app.zoom);
+    assert!(app.calls.folds.is_empty(), "no fold while the timeline has the keys");
+    act(&mut app, &[Action::Cancel]);
+    // The help names the keys.
+    act(&mut app, &[Action::Help]);
+    let text = screen(&app, PLAIN).0;
+    assert!(text.contains("fold / unfold the call") && text.contains("function statistics"), "{text}");
+}
+
+#[test]
+fn statistics_pane_is_the_profile_and_goes_to_entries() {
+    use tracesight::profile::stats::Column;
+    use tracesight::tui::calls::Span;
+    for size in [(80u16, 24u16), (160, 48)] {
+        let tag = format!("{}x{}", size.0, size.1);
+        let mut app = open_with_calls(size);
+        act(&mut app, &[Action::Stats]);
+        assert_eq!(app.mode, Mode::Stats);
+        wait(&mut app, "the statistics", |a| a.calls.stats.table.is_some());
+        let table = app.calls.stats.table.clone().unwrap();
+        assert_eq!(table.span, Span::Whole);
+
+        // The same numbers as the profile's own pass over the capture.
+        let cap = tracesight::capture::Capture::open(&demo(), &CaptureOptions::default()).unwrap();
+        let idx = cap.open_index(&tracesight::index::IndexOptions::default(), false, &tracesight::index::BuildProgress::new()).unwrap();
+        let seeker = cap.seeker(&idx.file);
+        let code = tracesight::profile::FunctionMap::from_table(&cap.symbols.as_ref().unwrap().function_table());
+        let mut col = tracesight::profile::Collector::new(&code, Default::default(), false, false);
+        tracesight::profile::pass::collect(&seeker, 0, idx.file.totals().elements, &mut col, |_| {}).unwrap();
+        assert_eq!(table.rows.len(), col.stats.functions.len());
+        for r in &table.rows {
+            assert_eq!(Some(&r.stats), col.stats.functions.get(&(None, r.key)), "{}", r.name);
+        }
+        assert_eq!(table.unknown_ends, col.stats.unknown_ends);
+
+        // Sorted by self instructions, largest first; → sorts by the next.
+        let sorted = |app: &App, c: Column| {
+            let rows = tracesight::tui::statspane::sorted(&app.calls.stats);
+            rows.windows(2).all(|w| c.value(&w[0].stats) >= c.value(&w[1].stats))
+        };
+        assert!(sorted(&app, Column::SelfInstructions));
+        let text = screen(&app, PLAIN).0;
+        assert!(text.contains("function statistics · whole capture · by self instr") && text.contains("main"), "{text}");
+        insta::assert_snapshot!(format!("statistics_{tag}"), text);
+        act(&mut app, &[Action::Right]);
+        assert_eq!(app.calls.stats.sort, Column::TotalInstructions);
+        assert!(sorted(&app, Column::TotalInstructions));
+        act(&mut app, &[Action::Right, Action::Right, Action::Right, Action::Right, Action::Right, Action::Right]);
+        assert_eq!(app.calls.stats.sort, Column::Max);
+        act(&mut app, &[Action::Left, Action::Left, Action::Left, Action::Left, Action::Left, Action::Left, Action::Left]);
+
+        // Enter goes to the selected function's first entry; n goes on.
+        act(&mut app, &[Action::Down]);
+        let (key, name) = {
+            let r = tracesight::tui::statspane::sorted(&app.calls.stats)[1];
+            (r.key, r.name.clone())
+        };
+        act(&mut app, &[Action::Submit]);
+        assert_eq!(app.mode, Mode::Normal);
+        found(&mut app);
+        let first = app.cursor.number;
+        assert_eq!(app.entry(first).unwrap().row.addr, Some(key), "{name}: {}", app.message);
+        act(&mut app, &[Action::NextMatch]);
+        found(&mut app);
+        assert!(app.cursor.number > first);
+        assert_eq!(app.entry(app.cursor.number).unwrap().row.addr, Some(key), "{name}: {}", app.message);
+
+        // The zoomed span: the segments under the timeline's zoom.
+        act(&mut app, &[Action::ZoomIn, Action::ZoomIn, Action::Stats, Action::ToggleView]);
+        wait(&mut app, "the zoomed span's statistics", |a| a.calls.stats.table.is_some());
+        let zoomed = app.calls.stats.table.clone().unwrap();
+        let segs = app.indexed.as_ref().unwrap().segments.len();
+        match zoomed.span {
+            Span::Segments(a, b) => assert!(a <= b && b - a + 1 < segs, "{a}..={b} of {segs}"),
+            s => panic!("{s:?}"),
+        }
+        let self_sum = |t: &tracesight::tui::calls::StatsTable| t.rows.iter().map(|r| r.stats.self_instructions).sum::<u64>();
+        assert!(self_sum(&zoomed) < self_sum(&table) && self_sum(&zoomed) > 0);
+
+        // The selection: exactly the elements selected.
+        act(&mut app, &[Action::Cancel]);
+        goto(&mut app, 1_000_008);
+        act(&mut app, &[Action::Anchor]);
+        for _ in 0..5 {
+            act(&mut app, &[Action::Down]);
+        }
+        act(&mut app, &[Action::Stats]);
+        wait(&mut app, "the selection's statistics", |a| a.calls.stats.table.is_some());
+        let sel = app.calls.stats.table.clone().unwrap();
+        assert_eq!(sel.span, Span::Elements(1_000_008, 1_000_014));
+        let hash = sel.rows.iter().find(|r| r.name == "hash_djb").expect("hash_djb ran in the selection");
+        assert_eq!((hash.stats.calls, hash.stats.self_instructions, hash.stats.total_instructions), (1, 16, 16));
+        assert!(screen(&app, PLAIN).0.contains("selection 1000008–1000013"));
+        act(&mut app, &[Action::Stats]);
+        assert_eq!(app.mode, Mode::Normal);
+    }
+}
+
+#[test]
+fn function_chart_names_what_ran_at_a_depth() {
+    for size in [(80u16, 24u16), (160, 48)] {
+        let tag = format!("{}x{}", size.0, size.1);
+        let mut app = open_with_calls(size);
+        let density = timeline_text(&app, &screen(&app, PLAIN).0);
+        act(&mut app, &[Action::Chart]);
+        assert!(app.calls.show_chart);
+        // Deeper until main is what runs.
+        let mut found_main = None;
+        for d in 0..tracesight::tui::calls::CHART_DEPTHS {
+            let t = timeline_text(&app, &screen(&app, PLAIN).0);
+            assert!(t.contains(&format!("function chart · depth {d}")), "{t}");
+            if t.contains("▏main") {
+                found_main = Some(d);
+                break;
+            }
+            act(&mut app, &[Action::ChartDeeper]);
+        }
+        let d = found_main.expect("main in the chart at some depth");
+        // main's frame is as deep as the call stacks say.
+        goto(&mut app, 1_000_000);
+        assert_eq!(app.calls.row(1_000_000).unwrap().depth(), d + 1);
+        // One level deeper, zoomed in: what main calls, named where it fits.
+        act(&mut app, &[Action::ChartDeeper, Action::ZoomIn, Action::ZoomIn, Action::ZoomIn, Action::ZoomIn, Action::ZoomIn]);
+        let text = screen(&app, PLAIN).0;
+        insta::assert_snapshot!(format!("function_chart_{tag}"), timeline_text(&app, &text));
+        // Colored segments, one color per function.
+        let (_, buf) = screen(&app, COLOR);
+        let row = 1u16;
+        let colors: std::collections::HashSet<Color> = (1..size.0 - 1).map(|x| buf[(x, row)].bg).collect();
+        assert!(colors.iter().filter(|c| **c != Color::Reset).count() >= 2, "{colors:?}");
+        act(&mut app, &[Action::ChartShallower, Action::ZoomReset]);
+        assert_eq!(app.calls.chart_depth, d);
+        act(&mut app, &[Action::Chart]);
+        assert!(!app.calls.show_chart);
+        assert_eq!(timeline_text(&app, &screen(&app, PLAIN).0).lines().nth(1), density.lines().nth(1), "the density is back");
+    }
 }

@@ -434,3 +434,35 @@ fn fatal_signals_restore_the_terminal() {
         assert!(!s.contains(" elements · committed view · "), "SIG{name}: the viewer's screen is still showing:\n{s}");
     }
 }
+
+/// The function level in a real terminal: `-` folds the call under the
+/// cursor into one row, `F` opens the statistics pane.
+#[test]
+fn viewer_folds_a_call_and_shows_function_statistics_in_tmux() {
+    if !have_tmux() {
+        eprintln!("note: tmux is not installed; skipping the terminal test");
+        return;
+    }
+    let dir = Scratch::new("fold");
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo/snapshot");
+    let tmux = Tmux::start(&dir.0, &viewer_command(&dir.0, &[demo.to_str().unwrap()]));
+    // Call depth is known once the background pass is done.
+    tmux.wait_for("the call stacks", |s| s.contains(" elements · committed view · 0 of ") && s.contains(" timeline · ") && !s.contains("flat: call depth"));
+    // Element 1000010 is inside a call of hash_djb that enters at 1000009.
+    tmux.keys(&["g"]);
+    tmux.text("1000010");
+    tmux.keys(&["Enter"]);
+    tmux.wait_text("· 1,000,010 of ");
+    tmux.wait_for("the call stack in the source pane", |s| s.contains("› main"));
+    tmux.text("-");
+    let s = tmux.wait_text("⊞ hash_djb · 16 instr");
+    assert!(!s.contains(" 1000010 "), "the folded call's rows still show:\n{s}");
+    tmux.text("+");
+    tmux.wait_for("the call unfolded", |s| !s.contains("⊞ hash_djb") && s.contains(" 1000010 "));
+    tmux.keys(&["F"]);
+    let s = tmux.wait_for("the statistics pane", |s| s.contains("function statistics · whole capture") && s.contains("hash_djb"));
+    no_error(&s);
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the pane to close", |s| !s.contains("function statistics"));
+    quit_cleanly(&tmux);
+}

@@ -160,7 +160,7 @@ enum Exit {
     Returning { at: u64 },
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Thread {
     frames: Vec<Frame>,
     exit: Exit,
@@ -170,13 +170,15 @@ struct Thread {
     last_func: u64,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Stream {
     context: Option<u64>,
 }
 
-/// The reconstruction over any number of streams and threads.
-#[derive(Default)]
+/// The reconstruction over any number of streams and threads. Cloning it
+/// keeps its whole state, so a decode resumed from a clone goes on exactly
+/// as the original would (the viewer keeps one per index segment).
+#[derive(Clone, Default)]
 pub struct CallStacks {
     threads: HashMap<ThreadKey, Thread>,
     streams: HashMap<u32, Stream>,
@@ -301,6 +303,11 @@ impl CallStacks {
                 close_all(k, t, number, Left::End, l);
             }
         }
+    }
+
+    /// The thread a stream's next element belongs to (its last context).
+    pub fn thread_of(&self, stream: u32) -> ThreadKey {
+        ThreadKey { stream, context: self.streams.get(&stream).and_then(|s| s.context) }
     }
 
     /// The open frames of a thread (innermost last).

@@ -144,7 +144,7 @@ fn target_reader(image: Arc<MemoryImage>) -> TargetReader {
 
 /// The stream of an element of a capture: its source's trace ID, else the
 /// element's own.
-fn stream_of(n: &Numbered<'_>) -> u32 {
+pub fn stream_of(n: &Numbered<'_>) -> u32 {
     n.source.trace_id.unwrap_or(n.element.trace_id) as u32
 }
 

@@ -250,7 +250,8 @@ impl Column {
         }
     }
 
-    fn value(self, f: &FunctionStats) -> u64 {
+    /// The column's value for a function (0 for the name).
+    pub fn value(self, f: &FunctionStats) -> u64 {
         match self {
             Column::Name => 0,
             Column::Calls => f.calls,

@@ -83,6 +83,19 @@ pub enum Action {
     Timeline,
     Left,
     Right,
+    /// Fold the call under the cursor (in the timeline: zoom out).
+    Fold,
+    /// Unfold the folded call or loop under the cursor (in the timeline:
+    /// zoom in).
+    Unfold,
+    /// Fold every call deeper than the cursor's (again: unfold all).
+    FoldBelow,
+    /// The function statistics pane.
+    Stats,
+    /// The timeline's function chart / density.
+    Chart,
+    ChartDeeper,
+    ChartShallower,
 }
 
 /// A line of the list: speculation record `sub < pre` of an element, the
@@ -102,6 +115,8 @@ pub enum Mode {
     Mark { set: bool },
     Export { format: ExportFormat, file: String, from: u64, to: u64 },
     Help,
+    /// The function statistics pane.
+    Stats,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -199,6 +214,8 @@ pub struct App {
     pub text_at: usize,
     /// The export file that exists and that a second Enter overwrites.
     pub export_confirm: Option<PathBuf>,
+    /// Call depth, folds, the statistics pane and the function chart.
+    pub calls: super::calls::CallView,
     pub quit: bool,
 }
 
@@ -245,6 +262,7 @@ impl App {
             timeline_cursor: None,
             text_at: 0,
             export_confirm: None,
+            calls: Default::default(),
             quit: false,
         }
     }
@@ -331,7 +349,10 @@ impl App {
         // The page after the screen comes in the same pass, nearly free; the
         // one before may start at an earlier checkpoint, so it waits until
         // scrolling up needs it.
-        self.want_pages((first..=last + 1).chain(std::iter::once(cursor)));
+        // Folded rows hide elements: the pages of the rows shown too.
+        let shown: Vec<u64> = self.visible().iter().map(|p| p.number / PAGE).collect();
+        self.want_pages((first..=last + 1).chain(std::iter::once(cursor)).chain(shown));
+        super::calls::request_visible(self);
         self.ask_source();
     }
 
@@ -363,7 +384,8 @@ impl App {
             return Some(Pos { number: p.number, sub: p.sub + 1 });
         }
         let total = self.total()?;
-        (p.number + 1 < total).then_some(Pos { number: p.number + 1, sub: 0 })
+        let next = self.calls.row_end(p.number) + 1;
+        (next < total).then_some(Pos { number: next, sub: 0 })
     }
 
     pub fn prev_pos(&self, p: Pos) -> Option<Pos> {
@@ -373,7 +395,7 @@ impl App {
         if p.number == 0 {
             return None;
         }
-        let n = p.number - 1;
+        let n = self.calls.row_start(p.number - 1);
         Some(Pos { number: n, sub: self.lines_of(n) - 1 })
     }
 
@@ -419,6 +441,7 @@ impl App {
             return;
         }
         let n = n.min(total - 1);
+        self.calls.reveal(n);
         if record && n != self.cursor.number {
             self.back.push(self.cursor.number);
             self.forward.clear();
@@ -518,7 +541,7 @@ impl App {
 
     // ---- searches -----------------------------------------------------------
 
-    fn start_find(&mut self, from: u64, dir: Dir, what: FindWhat, label: String) {
+    pub(crate) fn start_find(&mut self, from: u64, dir: Dir, what: FindWhat, label: String) {
         self.finding_rel = false;
         self.find_queue.clear();
         self.find_wrap = None;
@@ -761,6 +784,7 @@ impl App {
                     Err(e) => format!("export failed: {e}"),
                 };
             }
+            Response::Calls(r) => super::calls::on_response(self, r),
             Response::Error(e) => {
                 self.message = e.clone();
                 if self.indexed.is_none() {
@@ -821,6 +845,7 @@ impl App {
         }
         match self.mode.clone() {
             Mode::Normal => self.update_normal(a),
+            Mode::Stats => super::statspane::update(self, a),
             Mode::Help => {
                 if matches!(a, Action::Cancel | Action::Help | Action::Quit | Action::Submit) {
                     self.mode = Mode::Normal;
@@ -943,6 +968,12 @@ impl App {
         if self.timeline_cursor.is_none() && !matches!(a, Action::Input(_) | Action::Backspace | Action::NextField) {
             self.message.clear();
         }
+        // + and - fold in the list and zoom in the timeline.
+        let a = match (a, self.timeline_cursor.is_some()) {
+            (Action::Unfold, true) => Action::ZoomIn,
+            (Action::Fold, true) => Action::ZoomOut,
+            (a, _) => a,
+        };
         if let Some(tc) = self.timeline_cursor {
             let (lo, hi) = self.zoom;
             let step = 1.0 / (self.size.0.saturating_sub(2).max(1)) as f64;
@@ -1042,7 +1073,8 @@ impl App {
             },
             Action::CallReturn => match self.entry(self.cursor.number).map(|e| (e.row.call_return, e.row.trace_id)) {
                 Some((Some(addr), trace_id)) => self.find_rel(Dir::Forward, FindWhat::Return { trace_id, addr }, "return"),
-                _ => self.message = "not a call: % works on a range that ends in a call".into(),
+                _ if super::calls::return_to_call(self) => {}
+                _ => self.message = "not a call or a return (with its call known): % works on ranges ending in either".into(),
             },
             Action::ZeroMark => {
                 let n = self.cursor.number;
@@ -1100,6 +1132,10 @@ impl App {
                 self.message = "timeline: ← → move, Enter jumps, Esc returns to the list".into();
             }
             Action::Left | Action::Right => {}
+            Action::Fold | Action::Unfold | Action::FoldBelow | Action::Chart | Action::ChartDeeper | Action::ChartShallower => {
+                super::calls::on_action(self, a)
+            }
+            Action::Stats => super::statspane::open(self),
             Action::Click(x, y) => self.click(x, y),
             Action::Submit => {
                 // Enter on the list expands, as `e` does in other viewers.

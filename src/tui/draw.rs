@@ -24,7 +24,7 @@ impl Palette {
         Palette { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) }
     }
 
-    fn fg(&self, c: Color) -> Style {
+    pub(crate) fn fg(&self, c: Color) -> Style {
         if self.color {
             Style::default().fg(c)
         } else {
@@ -56,7 +56,7 @@ impl Palette {
         }
     }
 
-    fn accent(&self) -> Style {
+    pub(crate) fn accent(&self) -> Style {
         self.fg(Color::Cyan)
     }
 }
@@ -90,6 +90,7 @@ pub fn draw_with(app: &App, f: &mut Frame<'_>, pal: Palette) {
         Mode::Help => draw_help(f, pal),
         Mode::Search { .. } => draw_search(app, f, a.list, pal),
         Mode::Export { .. } => draw_export(app, f, pal),
+        Mode::Stats => super::statspane::draw(app, f, a.list.union(a.source), pal),
         _ => {}
     }
 }
@@ -98,7 +99,7 @@ fn block(title: String) -> Block<'static> {
     Block::default().borders(Borders::ALL).title(title)
 }
 
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
@@ -218,9 +219,12 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
             (b.instructions, b.exceptions as u64, b.gaps as u64, 0)
         })
     };
+    let title = super::chart::title(app, title);
     let mut lines = Vec::new();
     let pad = " ".repeat(label_w);
-    if per_id && !app.lanes.is_empty() {
+    if let Some(chart) = super::chart::lines(app, inner_w, view, if per_id { label_w } else { 0 }, pal) {
+        lines = chart;
+    } else if per_id && !app.lanes.is_empty() {
         for lane in &app.lanes {
             // A perf.data names each lane by its CPU.
             let label = match app.cpu_of(lane.trace_id) {
@@ -531,7 +535,8 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
     if addr_col {
         spans.push(Span::raw(format!("{:<12} ", fit(&addr, 12))));
     }
-    spans.push(Span::styled(fit(r.function.as_deref().unwrap_or(""), func_w), pal.accent()));
+    let indent = super::calls::indent(app, r.number, func_w / 2);
+    spans.push(Span::styled(fit(&format!("{indent}{}", r.function.as_deref().unwrap_or("")), func_w), pal.accent()));
     spans.push(Span::raw(" "));
     let style = if r.state == RowState::Plain || r.state == RowState::Committed { pal.kind(r.kind) } else { pal.state(r.state) };
     let marker = match &app.expanded {
@@ -544,7 +549,13 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
     let room = lead_width(app, num_w, wide, addr_col) + func_w + 1;
     let fits = |t: &str| room + marker.chars().count() + t.chars().count() <= app.list_inner_width();
     let text = if wide && fits(&r.text) { &r.text } else { &r.brief };
-    spans.push(Span::styled(format!("{marker}{text}"), style));
+    // A folded call shows what it cost; a folded loop how often it ran.
+    if let Some(folded) = super::calls::folded_text(app, r.number) {
+        spans.push(Span::styled(folded, pal.accent().add_modifier(Modifier::BOLD)));
+        return Line::from(spans);
+    }
+    let times = super::calls::run_suffix(app, r.number).unwrap_or_default();
+    spans.push(Span::styled(format!("{marker}{text}{times}"), style));
     Line::from(spans)
 }
 
@@ -614,7 +625,11 @@ fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         head.push(Span::styled(format!("  inlined: {}", chain.join(" ← ")), Style::default().add_modifier(Modifier::DIM)));
     }
     lines.push(Line::from(head));
-    let body = h.saturating_sub(1);
+    // The call stack at the cursor, outermost first.
+    if let Some(b) = super::calls::breadcrumb(app, area.width.saturating_sub(3) as usize) {
+        lines.insert(0, Line::from(Span::styled(b, Style::default().add_modifier(Modifier::DIM))));
+    }
+    let body = h.saturating_sub(lines.len());
     if let (SourceStatus::SourceNotFound { file, tried }, true) = (&view.status, view.lines.is_empty()) {
         // Where it was looked for, so the user knows which option to give.
         let dim = Style::default().add_modifier(Modifier::DIM);
@@ -680,6 +695,9 @@ fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     if app.indexed.as_ref().is_some_and(|i| i.unsaved.is_some()) {
         right = format!(" index in memory ·{right}");
     }
+    if let Some(note) = super::calls::status_note(app) {
+        right = format!(" {note} ·{right}");
+    }
     if let Some(a) = app.anchor {
         right = format!(" sel {}–{} ·{right}", a.min(app.cursor.number), a.max(app.cursor.number));
     }
@@ -713,7 +731,11 @@ pub const KEYS: &[(&str, &str)] = &[
     ("x X", "next / previous exception"),
     ("o O", "next / previous gap (no sync, overflow, unreadable code)"),
     ("c C", "next / previous speculation event"),
-    ("%", "from a call to its return"),
+    ("%", "from a call to its return / a return to its call"),
+    ("- +", "fold / unfold the call (or loop ×N) under the cursor"),
+    ("_", "fold every call deeper than the cursor (again: unfold all)"),
+    ("F", "function statistics: ← → sort, s span, Enter first entry"),
+    ("f < >", "timeline: function chart / density; chart depth"),
     ("z", "Δ column counts from here (again: from the row before)"),
     ("p P", "next / previous execution of this address"),
     ("m a-z", "set a mark"),
@@ -721,7 +743,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("[ ]", "back / forward through jumps"),
     ("v", "anchor a selection (again: drop it)"),
     ("w", "export the selection (or marks a..b)"),
-    ("+ - 0", "timeline zoom in / out / all"),
+    ("= 0", "timeline zoom in / all (t, then + - zoom in / out)"),
     ("H L", "timeline pan left / right"),
     ("t", "timeline cursor: ← → move it, Enter jumps there"),
     ("mouse", "wheel scrolls; click selects; click on the timeline jumps"),

@@ -3,11 +3,14 @@
 //! worker threads ([`worker`]) do all decoding, so drawing never waits.
 
 pub mod app;
+pub mod calls;
+pub mod chart;
 pub mod draw;
 pub mod keymap;
 pub mod layout;
 pub mod model;
 pub mod sourceview;
+pub mod statspane;
 pub mod worker;
 
 use std::io;

@@ -40,6 +40,8 @@ pub struct Progress {
     /// The app sent the finder a request it has not taken yet: the idle-time
     /// entry count gives way (channels cannot be peeked).
     pub request_waiting: AtomicBool,
+    /// The call stacks and statistics of the background pass.
+    pub calls: Arc<super::calls::CallIndex>,
 }
 
 /// Something to search for, from an element number.
@@ -74,6 +76,7 @@ pub enum Request {
     Expand { number: u64, range: super::sourceview::ExecutedRange },
     Find { generation: u64, from: u64, dir: Dir, what: FindWhat, label: String },
     Export { request: crate::export::ExportRequest },
+    Calls(super::calls::CallsRequest),
     Quit,
 }
 
@@ -142,6 +145,7 @@ pub enum Response {
     /// Per trace ID activity per index segment (after the background pass).
     Lanes(Vec<Lane>),
     Exported(Result<crate::export::ExportSummary, crate::export::ExportError>),
+    Calls(super::calls::CallsResponse),
     Error(String),
 }
 
@@ -399,6 +403,10 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
                 let lines = super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &range, None, 4096);
                 Response::Expanded { number, lines }
             }
+            Request::Calls(r) => match index.as_ref().and_then(|i| super::calls::serve(&cap.seeker(&i.file), &progress.calls, r)) {
+                Some(resp) => resp,
+                None => continue,
+            },
             Request::Find { .. } | Request::Export { .. } => continue,
         };
         if tx.send(resp).is_err() {
@@ -424,7 +432,8 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
     }
     // One background pass over the trace, a segment at a time between
     // requests: function entry counts and the timeline's per-ID lanes.
-    let mut pass = Pass::new(&functions, index.file.len());
+    let calls = super::calls::PassCalls::new(&cap, progress.calls.clone(), index.file.len());
+    let mut pass = Pass::new(&functions, index.file.len(), calls);
     loop {
         let req = if pass.done() {
             match rx.recv() {
@@ -446,6 +455,7 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
                         if !functions.is_empty() {
                             let _ = tx.send(Response::Functions(functions.clone()));
                         }
+                        let _ = tx.send(pass.calls.ready());
                         let _ = tx.send(Response::Lanes(pass.lanes()));
                     }
                     continue;
@@ -469,6 +479,11 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
                 let r = crate::export::export(&cap, &seeker, &request, &progress.export_done, &progress.export_cancel);
                 let _ = tx.send(Response::Exported(r));
             }
+            Request::Calls(r) => {
+                if let Some(resp) = super::calls::serve(&seeker, &progress.calls, r) {
+                    let _ = tx.send(resp);
+                }
+            }
             Request::Pages { .. } | Request::Source { .. } | Request::Expand { .. } => {}
         }
     }
@@ -491,6 +506,7 @@ struct Pass {
     lanes: std::collections::BTreeMap<u8, Vec<LaneBin>>,
     next: usize,
     lanes_len: usize,
+    calls: super::calls::PassCalls,
 }
 
 /// Each index segment is cut into this many equal runs of elements for the
@@ -513,14 +529,14 @@ pub struct Lane {
 }
 
 impl Pass {
-    fn new(functions: &[FunctionInfo], segments: usize) -> Pass {
+    fn new(functions: &[FunctionInfo], segments: usize, calls: super::calls::PassCalls) -> Pass {
         let mut by_addr = HashMap::new();
         for (i, f) in functions.iter().enumerate() {
             for a in &f.entries {
                 by_addr.insert(*a, i);
             }
         }
-        Pass { by_addr, counts: vec![0; functions.len()], lanes: Default::default(), next: 0, lanes_len: segments }
+        Pass { by_addr, counts: vec![0; functions.len()], lanes: Default::default(), next: 0, lanes_len: segments, calls }
     }
 
     fn done(&self) -> bool {
@@ -535,11 +551,15 @@ impl Pass {
         let end = if k + 1 < index.len() { index.checkpoint(k + 1).elements_before } else { index.totals().elements };
         let len = (end - start).max(1);
         let n = self.lanes_len * LANE_SUB;
+        self.calls.begin(k);
         let r = seeker.run_from(k, |e| {
             if e.number >= end {
                 return false;
             }
             let sub = (((e.number - start) as u128 * LANE_SUB as u128 / len as u128) as usize).min(LANE_SUB - 1);
+            if e.number >= start {
+                self.calls.feed(&e, k * LANE_SUB + sub);
+            }
             let bin = &mut self.lanes.entry(e.element.trace_id).or_insert_with(|| vec![LaneBin::default(); n])[k * LANE_SUB + sub];
             match e.element.kind {
                 ElementKind::InstrRange { start, count, .. } => {
@@ -556,6 +576,7 @@ impl Pass {
             true
         });
         self.next += 1;
+        self.calls.end(self.next >= self.lanes_len);
         r.is_ok()
     }
 
