@@ -83,6 +83,10 @@ pub enum Action {
     Timeline,
     Left,
     Right,
+    /// Open the view filter prompt (CPU / trace ID, context ID, VMID, merge).
+    Filter,
+    /// The time-merged view of every stream on / off.
+    ToggleMerge,
 }
 
 /// A line of the list: speculation record `sub < pre` of an element, the
@@ -102,6 +106,8 @@ pub enum Mode {
     Mark { set: bool },
     Export { format: ExportFormat, file: String, from: u64, to: u64 },
     Help,
+    /// The view filter prompt.
+    Filter { input: String },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -199,6 +205,14 @@ pub struct App {
     pub text_at: usize,
     /// The export file that exists and that a second Enter overwrites.
     pub export_confirm: Option<PathBuf>,
+    /// What the list shows (all elements unless filtered or merged).
+    pub filter: super::rowmap::Filter,
+    /// The rows of a filtered or merged view, once the finder built them.
+    pub rowmap: Option<Arc<super::rowmap::RowMap>>,
+    /// The generation of the row map asked for last.
+    pub map_generation: u64,
+    /// The first timeline lane shown when there are more than fit.
+    pub lane_top: usize,
     pub quit: bool,
 }
 
@@ -245,6 +259,10 @@ impl App {
             timeline_cursor: None,
             text_at: 0,
             export_confirm: None,
+            filter: Default::default(),
+            rowmap: None,
+            map_generation: 0,
+            lane_top: 0,
             quit: false,
         }
     }
@@ -264,7 +282,14 @@ impl App {
 
     /// Timeline lanes shown: one per trace ID (at most six), or one for all.
     pub fn lanes_shown(&self) -> u16 {
-        self.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, 6)) as u16
+        // Six, or more on a tall terminal (the timeline takes up to a third).
+        let most = (self.size.1 as usize / 3).saturating_sub(4).max(6);
+        self.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, most)) as u16
+    }
+
+    /// Lines the timeline has for lanes (besides its marks and viewport).
+    pub fn lanes_room(&self) -> usize {
+        (self.layout().timeline.height as usize).saturating_sub(4).max(1)
     }
 
     /// Columns inside the list pane's border.
@@ -324,6 +349,11 @@ impl App {
         if total == 0 {
             return;
         }
+        if let Some(pages) = self.view_pages() {
+            self.want_pages(pages.into_iter());
+            self.ask_source();
+            return;
+        }
         let h = self.list_height() as u64;
         let first = self.top.number / PAGE;
         let last = (self.top.number + h).min(total - 1) / PAGE;
@@ -362,18 +392,14 @@ impl App {
         if p.sub + 1 < self.lines_of(p.number) {
             return Some(Pos { number: p.number, sub: p.sub + 1 });
         }
-        let total = self.total()?;
-        (p.number + 1 < total).then_some(Pos { number: p.number + 1, sub: 0 })
+        self.next_elem(p.number).map(|number| Pos { number, sub: 0 })
     }
 
     pub fn prev_pos(&self, p: Pos) -> Option<Pos> {
         if p.sub > 0 {
             return Some(Pos { number: p.number, sub: p.sub - 1 });
         }
-        if p.number == 0 {
-            return None;
-        }
-        let n = p.number - 1;
+        let n = self.prev_elem(p.number)?;
         Some(Pos { number: n, sub: self.lines_of(n) - 1 })
     }
 
@@ -393,13 +419,13 @@ impl App {
     }
 
     fn keep_cursor_visible(&mut self) {
-        if self.cursor < self.top {
+        if self.row_order(self.cursor) < self.row_order(self.top) {
             self.top = self.cursor;
             return;
         }
         let h = self.list_height();
         let vis = self.visible();
-        if vis.len() >= h && vis.last().is_some_and(|l| self.cursor > *l) {
+        if vis.len() >= h && vis.last().is_some_and(|l| self.row_order(self.cursor) > self.row_order(*l)) {
             // Put the cursor on the last line.
             let mut t = self.cursor;
             for _ in 1..h {
@@ -418,17 +444,14 @@ impl App {
         if total == 0 {
             return;
         }
-        let n = n.min(total - 1);
+        // A filtered view goes to the element, or the next one it shows.
+        let Some(n) = self.in_view(n.min(total - 1)) else { return };
         if record && n != self.cursor.number {
             self.back.push(self.cursor.number);
             self.forward.clear();
         }
         self.cursor = Pos { number: n, sub: self.elem_sub(n) };
-        let h = self.list_height() as u64;
-        // Near the end the last screenful shows, not a list mostly empty,
-        // with a line left for the row that says where the trace ends.
-        let top = n.saturating_sub(h / 3).min(total.saturating_sub(h.saturating_sub(1)));
-        self.top = Pos { number: top, sub: 0 };
+        self.top = Pos { number: self.top_for(n, total), sub: 0 };
         self.keep_cursor_visible();
         self.request_visible();
     }
@@ -473,7 +496,11 @@ impl App {
         }
         let vis = self.visible();
         if let (Some(f), Some(l)) = (vis.first(), vis.last()) {
-            self.cursor = self.cursor.clamp(*f, *l);
+            if self.row_order(self.cursor) < self.row_order(*f) {
+                self.cursor = *f;
+            } else if self.row_order(self.cursor) > self.row_order(*l) {
+                self.cursor = *l;
+            }
         }
         self.request_visible();
     }
@@ -754,6 +781,7 @@ impl App {
                 }
             }
             Response::Lanes(l) => self.lanes = l,
+            Response::Map { generation, map } => self.on_map(generation, map),
             Response::Exported(r) => {
                 self.exporting = None;
                 self.message = match r {
@@ -841,6 +869,19 @@ impl App {
                 }
                 self.mode = Mode::Normal;
             }
+            Mode::Filter { mut input } => match a {
+                _ if self.edit(&mut input, a) => self.mode = Mode::Filter { input },
+                Action::Cancel => self.mode = Mode::Normal,
+                Action::Submit => {
+                    self.mode = Mode::Normal;
+                    let cpus = self.info.as_ref().map(|i| i.cpus.clone()).unwrap_or_default();
+                    match super::rowmap::Filter::parse(&input, &cpus) {
+                        Ok(f) => self.set_filter(f),
+                        Err(e) => self.message = e.to_string(),
+                    }
+                }
+                _ => {}
+            },
             Mode::Goto { mut input } => match a {
                 _ if self.edit(&mut input, a) => self.mode = Mode::Goto { input },
                 Action::Cancel => self.mode = Mode::Normal,
@@ -946,7 +987,11 @@ impl App {
         if let Some(tc) = self.timeline_cursor {
             let (lo, hi) = self.zoom;
             let step = 1.0 / (self.size.0.saturating_sub(2).max(1)) as f64;
+            // ↑ ↓ scroll the lanes when not all fit, else move as ← →.
+            let hidden = self.lanes.len().saturating_sub(self.lanes_room());
             match a {
+                Action::Up if hidden > 0 => return self.lane_top = self.lane_top.min(hidden).saturating_sub(1),
+                Action::Down if hidden > 0 => return self.lane_top = (self.lane_top + 1).min(hidden),
                 Action::Left | Action::Up => return self.timeline_cursor = Some((tc - step).max(0.0)),
                 Action::Right | Action::Down => return self.timeline_cursor = Some((tc + step).min(1.0)),
                 Action::PageUp => return self.timeline_cursor = Some((tc - 10.0 * step).max(0.0)),
@@ -978,11 +1023,21 @@ impl App {
             Action::Up => self.move_by(-1),
             Action::PageDown => self.move_by(h - 1),
             Action::PageUp => self.move_by(-(h - 1)),
-            Action::Top => self.jump_to(0, true),
+            Action::Top => self.jump_to(self.first_elem(), true),
             Action::Bottom => {
-                if let Some(t) = self.total() {
-                    self.jump_to(t.saturating_sub(1), true)
+                if let Some(n) = self.last_elem() {
+                    self.jump_to(n, true)
                 }
+            }
+            Action::Filter => {
+                let input = self.filter.label(self.info.as_ref().map_or(&[][..], |i| &i.cpus[..]));
+                self.text_at = input.chars().count();
+                self.mode = Mode::Filter { input };
+            }
+            Action::ToggleMerge => {
+                let mut f = self.filter.clone();
+                f.merge = !f.merge;
+                self.set_filter(f);
             }
             Action::Scroll(n) => self.scroll_by(n),
             Action::Expand => {

@@ -98,7 +98,7 @@ fn block(title: String) -> Block<'static> {
     Block::default().borders(Borders::ALL).title(title)
 }
 
-fn thousands(n: u64) -> String {
+pub(super) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
@@ -220,14 +220,23 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     };
     let mut lines = Vec::new();
     let pad = " ".repeat(label_w);
+    let mut hidden = String::new();
     if per_id && !app.lanes.is_empty() {
-        for lane in &app.lanes {
+        // Every lane has a line when they fit, else a window of them that
+        // the timeline cursor scrolls; the title says how many are hidden.
+        let (shown, n_hidden) = super::viewdraw::lane_window(app, (area.height as usize).saturating_sub(4));
+        hidden = super::viewdraw::hidden_note(&shown, app.lanes.len(), n_hidden);
+        for lane in &app.lanes[shown] {
             // A perf.data names each lane by its CPU.
             let label = match app.cpu_of(lane.trace_id) {
                 Some(c) => format!("cpu{c:<2}"),
                 None => format!("{:02x}  ", lane.trace_id),
             };
-            lines.push(density_line(&label.chars().take(label_w).collect::<String>(), &lane_bins(lane), pal));
+            // The lanes of a trace ID filter are marked, the others dimmed.
+            let kept = super::viewdraw::lane_kept(app, lane.trace_id);
+            let label = if kept && !app.filter.trace_ids.is_empty() { format!("{}•", &label[..label.len() - 1]) } else { label };
+            let line = density_line(&label.chars().take(label_w).collect::<String>(), &lane_bins(lane), pal);
+            lines.push(if kept { line } else { line.patch_style(Style::default().add_modifier(Modifier::DIM)) });
         }
     } else if let [lane] = app.lanes.as_slice() {
         // One trace ID: its lane is the finer picture of the whole.
@@ -280,7 +289,7 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         lines.truncate(h.saturating_sub(1));
         lines.extend(last);
     }
-    let mut b = block(title);
+    let mut b = block(if hidden.is_empty() { title } else { format!("{}{hidden} ", title.trim_end()) });
     if app.timeline_cursor.is_some() {
         b = b.border_style(pal.accent().add_modifier(Modifier::BOLD));
     }
@@ -296,6 +305,7 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         View::Speculation => "speculation",
     };
     let title = match total {
+        _ if !app.filter.is_all() => super::viewdraw::list_title(app, view),
         Some(t) if app.indexed.is_none() => {
             format!(" elements · {view} view · {} of ≥{} (indexing) ", thousands(app.cursor.number), thousands(t.saturating_sub(1)))
         }
@@ -338,7 +348,7 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     // The end of the trace is a row of its own, saying why when the decode
     // stopped early (a truncated trace, an error that ends the stream).
     let at_end = match (&app.indexed, visible.last()) {
-        (Some(ix), Some(p)) => p.number + 1 >= ix.elements && app.next_pos(*p).is_none(),
+        (Some(_), Some(p)) => app.at_view_end(*p),
         (Some(ix), None) => ix.elements == 0,
         _ => false,
     };
@@ -371,8 +381,10 @@ pub fn delta_text(app: &App, r: &ElemRow) -> String {
     }
     let from = match app.zero {
         Some(z) => z,
-        None if r.number > 0 => r.number - 1,
-        None => return String::new(),
+        None => match app.prev_elem(r.number) {
+            Some(p) => p,
+            None => return String::new(),
+        },
     };
     let Some(o) = app.entry(from).map(|e| &e.row) else { return String::new() };
     let sign = |later: bool| if later { "+" } else { "-" };
@@ -651,11 +663,14 @@ fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     use std::sync::atomic::Ordering;
     let left = match &app.mode {
         Mode::Goto { input } => format!("go to: {}  (N · ts:T · cc:C · off:B · addr:HEX · fn:NAME; Enter, Esc)", with_caret(input, app.text_at)),
+        Mode::Filter { input } => format!("view: {}  (id:HEX · cpu:N · ctx:HEX · vmid:N · merge; empty shows all)", with_caret(input, app.text_at)),
         Mode::Mark { set: true } => "set mark: press a letter".into(),
         Mode::Mark { set: false } => "jump to mark: press a letter".into(),
         _ => {
             if let Some(e) = &app.error {
                 format!("error: {e}")
+            } else if app.filtering() && app.message.is_empty() {
+                super::viewdraw::filter_status(app)
             } else if let Some((_, label)) = &app.finding {
                 format!("searching {label}… element {} (Esc stops)", thousands(app.progress.find_at.load(Ordering::Relaxed)))
             } else if let Some(p) = &app.exporting {
@@ -721,6 +736,8 @@ pub const KEYS: &[(&str, &str)] = &[
     ("[ ]", "back / forward through jumps"),
     ("v", "anchor a selection (again: drop it)"),
     ("w", "export the selection (or marks a..b)"),
+    ("f", "view: id:HEX cpu:N ctx:HEX vmid:N merge (empty: all)"),
+    ("M", "time-merged view of every stream on / off"),
     ("+ - 0", "timeline zoom in / out / all"),
     ("H L", "timeline pan left / right"),
     ("t", "timeline cursor: ← → move it, Enter jumps there"),

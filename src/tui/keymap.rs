@@ -28,7 +28,7 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
     if ctrl && matches!(k.code, KeyCode::Char('c')) {
         return Some(Action::Quit);
     }
-    let text_mode = matches!(mode, Mode::Goto { .. } | Mode::Search { .. } | Mode::Export { .. } | Mode::Mark { .. });
+    let text_mode = matches!(mode, Mode::Goto { .. } | Mode::Search { .. } | Mode::Export { .. } | Mode::Mark { .. } | Mode::Filter { .. });
     if text_mode {
         if ctrl && matches!(k.code, KeyCode::Char('u')) {
             return Some(Action::ClearLine);
@@ -89,6 +89,8 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
         KeyCode::Right | KeyCode::Char('l') => Action::Right,
         KeyCode::Char('L') => Action::PanRight,
         KeyCode::Esc => Action::Cancel,
+        KeyCode::Char('f') => Action::Filter,
+        KeyCode::Char('M') => Action::ToggleMerge,
         _ => return None,
     })
 }

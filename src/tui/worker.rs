@@ -40,6 +40,8 @@ pub struct Progress {
     /// The app sent the finder a request it has not taken yet: the idle-time
     /// entry count gives way (channels cannot be peeked).
     pub request_waiting: AtomicBool,
+    /// Index segments the view's row map has read (see [`super::rowmap`]).
+    pub map_done: AtomicU64,
 }
 
 /// Something to search for, from an element number.
@@ -74,6 +76,9 @@ pub enum Request {
     Expand { number: u64, range: super::sourceview::ExecutedRange },
     Find { generation: u64, from: u64, dir: Dir, what: FindWhat, label: String },
     Export { request: crate::export::ExportRequest },
+    /// Build the row map of a filtered or merged view (replaces the one
+    /// being built).
+    Map { generation: u64, filter: super::rowmap::Filter },
     Quit,
 }
 
@@ -142,6 +147,8 @@ pub enum Response {
     /// Per trace ID activity per index segment (after the background pass).
     Lanes(Vec<Lane>),
     Exported(Result<crate::export::ExportSummary, crate::export::ExportError>),
+    /// The row map of the view asked for with this generation.
+    Map { generation: u64, map: Arc<super::rowmap::RowMap> },
     Error(String),
 }
 
@@ -399,7 +406,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
                 let lines = super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &range, None, 4096);
                 Response::Expanded { number, lines }
             }
-            Request::Find { .. } | Request::Export { .. } => continue,
+            Request::Find { .. } | Request::Export { .. } | Request::Map { .. } => continue,
         };
         if tx.send(resp).is_err() {
             break;
@@ -425,7 +432,33 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
     // One background pass over the trace, a segment at a time between
     // requests: function entry counts and the timeline's per-ID lanes.
     let mut pass = Pass::new(&functions, index.file.len());
+    // A view's row map, when one is asked for: built before the pass goes on.
+    let mut map: Option<super::rowmap::MapBuild> = None;
     loop {
+        if let Some(m) = map.as_mut() {
+            match rx.try_recv() {
+                Ok(r) => {
+                    if !handle_finder(r, &cap, &seeker, &index, &progress, &tx, &mut map) {
+                        break;
+                    }
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    if !m.step(&seeker) {
+                        let _ = tx.send(Response::Error("filtering: the index no longer fits the trace".into()));
+                        m.next = m.segments;
+                    }
+                    progress.map_done.store(m.next as u64, Ordering::Relaxed);
+                    if m.done() {
+                        if let Some(m) = map.take() {
+                            let generation = m.generation;
+                            let _ = tx.send(Response::Map { generation, map: Arc::new(m.finish()) });
+                        }
+                    }
+                }
+                Err(_) => break,
+            }
+            continue;
+        }
         let req = if pass.done() {
             match rx.recv() {
                 Ok(r) => r,
@@ -453,25 +486,46 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
                 Err(_) => break,
             }
         };
-        progress.request_waiting.store(false, Ordering::Relaxed);
-        match req {
-            Request::Quit => break,
-            Request::Find { generation, from, dir, what, label } => {
-                let result = find(&seeker, &progress, generation, from, dir, &what);
-                if progress.find_generation.load(Ordering::Relaxed) == generation {
-                    let _ = tx.send(Response::Found { generation, result, label });
-                }
-            }
-            Request::Export { request } => {
-                progress.export_cancel.store(false, Ordering::Relaxed);
-                progress.export_done.store(0, Ordering::Relaxed);
-                progress.export_total.store(request.to.saturating_sub(request.from), Ordering::Relaxed);
-                let r = crate::export::export(&cap, &seeker, &request, &progress.export_done, &progress.export_cancel);
-                let _ = tx.send(Response::Exported(r));
-            }
-            Request::Pages { .. } | Request::Source { .. } | Request::Expand { .. } => {}
+        if !handle_finder(req, &cap, &seeker, &index, &progress, &tx, &mut map) {
+            break;
         }
     }
+}
+
+/// One request to the finder. False when it should stop.
+fn handle_finder(
+    req: Request,
+    cap: &Capture,
+    seeker: &Seeker<'_>,
+    index: &Index,
+    progress: &Progress,
+    tx: &Sender<Response>,
+    map: &mut Option<super::rowmap::MapBuild>,
+) -> bool {
+    progress.request_waiting.store(false, Ordering::Relaxed);
+    match req {
+        Request::Quit => return false,
+        Request::Map { generation, filter } => {
+            progress.map_done.store(0, Ordering::Relaxed);
+            // Every element: nothing to build (a build under way stops).
+            *map = (!filter.is_all()).then(|| super::rowmap::MapBuild::new(generation, filter, index.file.len()));
+        }
+        Request::Find { generation, from, dir, what, label } => {
+            let result = find(seeker, progress, generation, from, dir, &what);
+            if progress.find_generation.load(Ordering::Relaxed) == generation {
+                let _ = tx.send(Response::Found { generation, result, label });
+            }
+        }
+        Request::Export { request } => {
+            progress.export_cancel.store(false, Ordering::Relaxed);
+            progress.export_done.store(0, Ordering::Relaxed);
+            progress.export_total.store(request.to.saturating_sub(request.from), Ordering::Relaxed);
+            let r = crate::export::export(cap, seeker, &request, &progress.export_done, &progress.export_cancel);
+            let _ = tx.send(Response::Exported(r));
+        }
+        Request::Pages { .. } | Request::Source { .. } | Request::Expand { .. } => {}
+    }
+    true
 }
 
 fn function_list(cap: &Capture) -> Vec<FunctionInfo> {
