@@ -991,3 +991,58 @@ fn a_cpu_filter_on_perf_data() {
     drop(app);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Cycle counts are on the ranges they count: a count covers the ranges of
+/// its trace ID since the previous count and shows on the last of them
+/// (even when the count is on the next page), the others show `·`; the
+/// count's own row is hidden until `y`.
+#[test]
+fn cycle_counts_fold_into_the_ranges_they_count() {
+    let mut app = open((160, 48));
+    goto(&mut app, 1_000_000);
+    let row = |app: &App, n: u64| app.entry(n).unwrap().row.clone();
+    assert!(row(&app, 1_000_004).text.starts_with("CYCLE_COUNT( [CC=106]"), "{}", row(&app, 1_000_004).text);
+    assert_eq!(row(&app, 1_000_003).range_cycles, Some(106), "on the last range before the count");
+    assert!(row(&app, 1_000_002).cycles_below && row(&app, 1_000_002).range_cycles.is_none());
+    let vis: Vec<u64> = app.visible().iter().map(|p| p.number).collect();
+    assert!(vis.contains(&1_000_003) && !vis.contains(&1_000_004), "the count's row is hidden");
+    assert_eq!(app.next_elem(1_000_003), Some(1_000_005));
+    assert_eq!(app.prev_elem(1_000_005), Some(1_000_003));
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.lines().any(|l| l.contains(" 1000003     106 10 ")), "the cycles column:\n{text}");
+    act(&mut app, &[Action::ToggleCycleRows]);
+    settle(&mut app);
+    assert!(app.visible().iter().any(|p| p.number == 1_000_004), "y shows the count's row");
+    assert_eq!(app.next_elem(1_000_003), Some(1_000_004));
+    act(&mut app, &[Action::ToggleCycleRows]);
+    // Over several pages, across their boundaries: every count is on the
+    // range of its ID before it.
+    let mut checked = 0;
+    for page in 0..6u64 {
+        goto(&mut app, page * 128 + 200);
+        for n in page * 128 + 130..page * 128 + 256 {
+            let (Some(e), Some(_)) = (app.entry(n), app.entry(n - 1)) else { continue };
+            if !e.row.text.starts_with("CYCLE_COUNT") {
+                continue;
+            }
+            let c: u64 = e.row.text.split("CC=").nth(1).unwrap().split(']').next().unwrap().parse().unwrap();
+            let before = (n.saturating_sub(64)..n).rev().find(|k| app.entry(*k).is_some_and(|x| x.row.kind == RowKind::Range && x.row.trace_id == e.row.trace_id));
+            if let Some(k) = before {
+                assert_eq!(app.entry(k).unwrap().row.range_cycles, Some(c), "the count at {n} is on range {k}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 10, "{checked} counts checked");
+}
+
+/// PTM puts a count on the range itself: the column shows it, at 80x24.
+#[test]
+fn ptm_cycle_counts_in_the_column() {
+    let Some((app, dir)) = open_fixture("TC2", (80, 24)) else { return };
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains(" cycles "), "{text}");
+    insta::assert_snapshot!("tc2_cycles_80x24", text);
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}

@@ -87,6 +87,9 @@ pub enum Action {
     Filter,
     /// The time-merged view of every stream on / off.
     ToggleMerge,
+    /// Cycle count elements as rows of their own, or only as the cycles
+    /// column of the ranges they count.
+    ToggleCycleRows,
 }
 
 /// A line of the list: speculation record `sub < pre` of an element, the
@@ -213,6 +216,9 @@ pub struct App {
     pub map_generation: u64,
     /// The first timeline lane shown when there are more than fit.
     pub lane_top: usize,
+    /// Cycle count elements as rows of their own (`y`); by default their
+    /// counts are only in the cycles column of the ranges they count.
+    pub show_cycle_rows: bool,
     pub quit: bool,
 }
 
@@ -263,6 +269,7 @@ impl App {
             rowmap: None,
             map_generation: 0,
             lane_top: 0,
+            show_cycle_rows: false,
             quit: false,
         }
     }
@@ -726,7 +733,10 @@ impl App {
                     }
                     self.ask_expand();
                 }
-                self.ask_source();
+                // Rows now known to be hidden (cycle counts) may bring
+                // more rows on screen: ask for their pages too.
+                self.settle_top();
+                self.request_visible();
             }
             Response::Source(view, lines) => {
                 self.source_pending = false;
@@ -1034,6 +1044,7 @@ impl App {
                 self.text_at = input.chars().count();
                 self.mode = Mode::Filter { input };
             }
+            Action::ToggleCycleRows => self.toggle_cycle_rows(),
             Action::ToggleMerge => {
                 let mut f = self.filter.clone();
                 f.merge = !f.merge;

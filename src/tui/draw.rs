@@ -289,7 +289,8 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         lines.truncate(h.saturating_sub(1));
         lines.extend(last);
     }
-    let mut b = block(if hidden.is_empty() { title } else { format!("{}{hidden} ", title.trim_end()) });
+    // The hidden lanes first: a long axis range must not push them out.
+    let mut b = block(if hidden.is_empty() { title } else { title.replacen(" timeline · ", &format!(" timeline · {hidden}"), 1) });
     if app.timeline_cursor.is_some() {
         b = b.border_style(pal.accent().add_modifier(Modifier::BOLD));
     }
@@ -321,6 +322,9 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let mut header = format!("{:<4} {:>num_w$} ", "st", "elem");
     if wide {
         header.push_str(&format!("{:>14} {:>10} ", "time", if app.zero.is_some() { "Δ from z" } else { "Δ" }));
+    }
+    if app.has_cycles() {
+        header.push_str(&format!("{:>CYC_W$} ", "cycles"));
     }
     // Narrow screens drop the address column: the brief range text has it.
     if app.has_cpus() {
@@ -362,14 +366,18 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     f.render_widget(Paragraph::new(lines).block(block(title)), area);
 }
 
-/// The blank time and delta columns of rows that have neither.
-fn time_pad(wide: bool) -> String {
+/// The blank time, delta and cycles columns of rows that have none.
+fn time_pad(app: &App, wide: bool) -> String {
+    let cyc = if app.has_cycles() { " ".repeat(CYC_W + 1) } else { String::new() };
     if wide {
-        format!("{:>14} {:>10} ", "", "")
+        format!("{:>14} {:>10} {cyc}", "", "")
     } else {
-        String::new()
+        cyc
     }
 }
+
+/// Width of the cycles column.
+const CYC_W: usize = 7;
 
 /// The delta column: this row's time less the zero mark's (`z`), else the
 /// element before's. Timestamps when both rows have one (as time with
@@ -418,7 +426,7 @@ fn human_time(s: f64) -> String {
 
 /// Columns of a row before the function column.
 fn lead_width(app: &App, num_w: usize, wide: bool, addr_col: bool) -> usize {
-    5 + num_w + 1 + if wide { 26 } else { 0 } + if app.has_cpus() { 4 } else { 0 } + 9 + if addr_col { 13 } else { 0 }
+    5 + num_w + 1 + if wide { 26 } else { 0 } + if app.has_cycles() { CYC_W + 1 } else { 0 } + if app.has_cpus() { 4 } else { 0 } + 9 + if addr_col { 13 } else { 0 }
 }
 
 /// The function column shares the row with the element text: at least what
@@ -496,7 +504,7 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
             "{} {:>num_w$} {}{:02x} ↳ speculative {} #{} traced @{} → {} {}",
             r.state.tag(),
             "",
-            time_pad(wide),
+            time_pad(app, wide),
             r.trace_id,
             r.what,
             r.seq,
@@ -511,7 +519,7 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
         let Some(l) = app.expanded.as_ref().and_then(|(_, ls)| ls.get(i)) else {
             return Line::from("");
         };
-        let lead = format!("{:<4} {:>num_w$} {}", "", "", time_pad(wide));
+        let lead = format!("{:<4} {:>num_w$} {}", "", "", time_pad(app, wide));
         let sym = l.symbol.as_ref().map(|s| format!(" <{s}>")).unwrap_or_default();
         return Line::from(vec![
             Span::raw(lead),
@@ -534,6 +542,9 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
         };
         spans.push(Span::styled(t, Style::default().add_modifier(Modifier::DIM)));
         spans.push(Span::styled(format!("{:>10} ", delta_text(app, r)), pal.fg(Color::Cyan)));
+    }
+    if app.has_cycles() {
+        spans.push(Span::styled(format!("{:>CYC_W$} ", fit(&super::cycles::column(r), CYC_W).trim_end()), pal.fg(Color::Yellow)));
     }
     let addr = r.addr.map(|a| format!("{a:#x}")).unwrap_or_default();
     if app.has_cpus() {
@@ -738,6 +749,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("w", "export the selection (or marks a..b)"),
     ("f", "view: id:HEX cpu:N ctx:HEX vmid:N merge (empty: all)"),
     ("M", "time-merged view of every stream on / off"),
+    ("y", "cycle count rows shown / only in the cycles column"),
     ("+ - 0", "timeline zoom in / out / all"),
     ("H L", "timeline pan left / right"),
     ("t", "timeline cursor: ← → move it, Enter jumps there"),

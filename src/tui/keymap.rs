@@ -91,6 +91,7 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
         KeyCode::Esc => Action::Cancel,
         KeyCode::Char('f') => Action::Filter,
         KeyCode::Char('M') => Action::ToggleMerge,
+        KeyCode::Char('y') => Action::ToggleCycleRows,
         _ => return None,
     })
 }

@@ -3,6 +3,7 @@
 //! worker threads ([`worker`]) do all decoding, so drawing never waits.
 
 pub mod app;
+pub mod cycles;
 pub mod draw;
 pub mod keymap;
 pub mod layout;

@@ -36,7 +36,7 @@ pub fn hidden_note(range: &std::ops::Range<usize>, total: usize, hidden: usize) 
     if hidden == 0 {
         return String::new();
     }
-    format!(" · lanes {}–{} of {total}, {hidden} hidden (t then ↑↓)", range.start + 1, range.end)
+    format!("lanes {}–{} of {total}, {hidden} hidden (t ↑↓) · ", range.start + 1, range.end)
 }
 
 /// Whether a lane's trace ID is one the view keeps (all are when the view

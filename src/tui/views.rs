@@ -12,18 +12,82 @@ use super::worker::Request;
 impl App {
     /// The element on the row after element `n`'s.
     pub fn next_elem(&self, n: u64) -> Option<u64> {
+        self.skip_hidden(n, |a, k| a.next_in_view(k))
+    }
+
+    /// The element on the row before element `n`'s.
+    pub fn prev_elem(&self, n: u64) -> Option<u64> {
+        self.skip_hidden(n, |a, k| a.prev_in_view(k))
+    }
+
+    fn next_in_view(&self, n: u64) -> Option<u64> {
         match &self.rowmap {
             Some(m) => m.next(n),
             None => (n + 1 < self.total()?).then_some(n + 1),
         }
     }
 
-    /// The element on the row before element `n`'s.
-    pub fn prev_elem(&self, n: u64) -> Option<u64> {
+    fn prev_in_view(&self, n: u64) -> Option<u64> {
         match &self.rowmap {
             Some(m) => m.prev(n),
             None => n.checked_sub(1),
         }
+    }
+
+    /// Whether element `n` has no row: a cycle count (its count is on the
+    /// ranges) unless `y` shows them. Only decoded rows are known to be one.
+    pub fn hidden(&self, n: u64) -> bool {
+        !self.show_cycle_rows && self.entry(n).is_some_and(|e| super::cycles::is_count_row(e, self.view))
+    }
+
+    /// Step from `n` over hidden rows (a bounded number: runs of counts
+    /// are short, and an undecoded row stops the walk anyway).
+    fn skip_hidden(&self, n: u64, step: impl Fn(&App, u64) -> Option<u64>) -> Option<u64> {
+        let mut k = step(self, n)?;
+        for _ in 0..4 * PAGE {
+            if !self.hidden(k) {
+                return Some(k);
+            }
+            k = step(self, k)?;
+        }
+        Some(k)
+    }
+
+    /// A top line found hidden once its page came moves to the next row
+    /// (unless the cursor is on it: a jump to a count shows it).
+    pub fn settle_top(&mut self) {
+        if self.top.sub == 0 && self.top.number != self.cursor.number && self.hidden(self.top.number) {
+            if let Some(n) = self.next_elem(self.top.number) {
+                self.top = Pos { number: n, sub: 0 };
+            }
+        }
+    }
+
+    /// `y`: the rows of cycle counts shown or hidden.
+    pub fn toggle_cycle_rows(&mut self) {
+        self.show_cycle_rows = !self.show_cycle_rows;
+        self.message = if self.show_cycle_rows {
+            "cycle count rows shown (their counts are also on the ranges)".into()
+        } else {
+            "cycle count rows hidden: the cycles column has their counts".into()
+        };
+        if self.hidden(self.cursor.number) {
+            if let Some(n) = self.next_elem(self.cursor.number) {
+                self.cursor = Pos { number: n, sub: self.elem_sub(n) };
+            }
+        }
+        if self.hidden(self.top.number) {
+            if let Some(n) = self.next_elem(self.top.number) {
+                self.top = Pos { number: n, sub: 0 };
+            }
+        }
+        let n = self.cursor.number;
+        self.jump_to(n, false);
+    }
+
+    /// Whether the capture counts cycles (a cycles column is shown).
+    pub fn has_cycles(&self) -> bool {
+        self.indexed.as_ref().is_some_and(|ix| ix.segments.iter().any(|s| s.cc.is_some()))
     }
 
     /// The element of the view's first row.
@@ -87,7 +151,8 @@ impl App {
         let m = self.rowmap.as_ref()?;
         let top = m.nearest_row(self.top.number).unwrap_or(0);
         let h = self.list_height() as u64;
-        let mut pages: Vec<u64> = (top..(top + h + 2).min(m.rows())).filter_map(|r| m.element_at(r)).map(|n| n / PAGE).collect();
+        // Twice the screen: hidden rows (cycle counts) make it reach further.
+        let mut pages: Vec<u64> = (top..(top + 2 * h + 2).min(m.rows())).filter_map(|r| m.element_at(r)).map(|n| n / PAGE).collect();
         pages.push(self.cursor.number / PAGE);
         // Sorted, so neighbouring pages go in one request.
         pages.sort_unstable();

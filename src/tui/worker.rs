@@ -231,9 +231,15 @@ fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut d
         .filter_map(|s| Some((s.trace_id?, matches!(s.kind, SourceKind::Etm4(_)))))
         .collect();
     let mut cursor = cap.symbols.as_ref().map(|s| s.cursor());
+    let mut counted = super::cycles::Counted::default();
     run(&mut |number, ev| {
             if number >= last {
-                return false;
+                // On until the ranges of the pages have their cycle counts,
+                // which come after them.
+                if let Event::Element { element, .. } = ev {
+                    counted.take(&mut entries, false, element);
+                }
+                return counted.waiting() && number < last + super::cycles::LOOK_AHEAD;
             }
             match ev {
                 Event::Element { element, .. } => {
@@ -270,6 +276,7 @@ fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut d
                         }
                         entries.push(Entry { notes: std::mem::take(&mut notes), pre: std::mem::take(&mut pre), row });
                     }
+                    counted.take(&mut entries, number >= first, element);
                 }
                 Event::Spec { record, .. } => {
                     if let crate::protocol::etm4::decoder::SpecKind::Atom { .. } = record.kind {
