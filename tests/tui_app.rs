@@ -1046,3 +1046,65 @@ fn ptm_cycle_counts_in_the_column() {
     drop(app);
     let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
+
+/// `fn:` finds a function inlined into another (DWARF inlined instances):
+/// the range it lands on runs into one of its instances, and `n` visits
+/// the next. `/` lists such a function too.
+#[test]
+fn goto_fn_finds_inlined_functions() {
+    let mut app = open((120, 40));
+    wait(&mut app, "the function list", |a| a.functions.iter().any(|f| !f.inline.is_empty()));
+    let f = app.functions.iter().find(|f| f.name == "count_word").cloned().expect("count_word in the function list");
+    assert!(!f.inline.is_empty(), "count_word is inlined into count_words: {f:?}");
+    let runs_into = |app: &App, n: u64| {
+        let r = app.entry(n).unwrap().row.clone();
+        r.kind == RowKind::Range && f.inline.iter().any(|a| r.addr.unwrap() <= *a && *a < r.end.unwrap()) || f.entries.contains(&r.addr.unwrap_or(u64::MAX))
+    };
+    app.update(Action::Goto);
+    typed(&mut app, "fn:count_word");
+    app.update(Action::Submit);
+    found(&mut app);
+    let first = app.cursor.number;
+    assert!(runs_into(&app, first), "element {first} runs into count_word: {}", app.message);
+    act(&mut app, &[Action::NextMatch]);
+    found(&mut app);
+    let second = app.cursor.number;
+    assert!(second > first && runs_into(&app, second), "n: the next visit ({second}): {}", app.message);
+    act(&mut app, &[Action::PrevMatch]);
+    found(&mut app);
+    assert_eq!(app.cursor.number, first, "N goes back");
+    wait(&mut app, "the counts", |a| a.functions.iter().all(|f| f.count.is_some()));
+    let counted = app.functions.iter().find(|f| f.name == "count_word").unwrap().count.unwrap();
+    assert!(counted > 0, "visits of inlined code are counted");
+}
+
+/// `\` searches the elements' text (any case) from the cursor; `n` / `N`
+/// repeat it; a count's row it lands on is shown.
+#[test]
+fn backslash_searches_element_text() {
+    let mut app = open((160, 48));
+    goto(&mut app, 999_990);
+    act(&mut app, &[Action::TextSearch]);
+    typed(&mut app, "cc=106");
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("search text: cc=106▏"), "{text}");
+    act(&mut app, &[Action::Submit]);
+    found(&mut app);
+    let hit = app.cursor.number;
+    assert!(app.entry(hit).unwrap().row.text.contains("CC=106"), "landed on {hit}: {}", app.message);
+    assert!(app.visible().iter().any(|p| p.number == hit), "the hit shows although a count");
+    assert!(app.message.starts_with("text \"cc=106\": element"), "{}", app.message);
+    act(&mut app, &[Action::NextMatch]);
+    found(&mut app);
+    let next = app.cursor.number;
+    assert!(next > hit && app.entry(next).unwrap().row.text.contains("CC=106"), "n: {next}");
+    act(&mut app, &[Action::PrevMatch]);
+    found(&mut app);
+    assert_eq!(app.cursor.number, hit, "N goes back");
+    act(&mut app, &[Action::TextSearch]);
+    typed(&mut app, "no such text anywhere");
+    act(&mut app, &[Action::Submit]);
+    found(&mut app);
+    assert!(app.message.ends_with("not found"), "{}", app.message);
+    assert_eq!(app.cursor.number, hit);
+}

@@ -87,6 +87,8 @@ pub enum Action {
     Filter,
     /// The time-merged view of every stream on / off.
     ToggleMerge,
+    /// Open the prompt of a search over the elements' text.
+    TextSearch,
     /// Cycle count elements as rows of their own, or only as the cycles
     /// column of the ranges they count.
     ToggleCycleRows,
@@ -111,6 +113,8 @@ pub enum Mode {
     Help,
     /// The view filter prompt.
     Filter { input: String },
+    /// The prompt of a search over the elements' text.
+    TextSearch { input: String },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -628,7 +632,7 @@ impl App {
                     .find(|f| f.name == value)
                     .or_else(|| self.search_hits(value).first().map(|h| &self.functions[h.function]))
                     .ok_or_else(|| super::TuiError::NoFunction { name: value.to_string() })?;
-                return Ok((FindWhat::Target(SeekTarget::Entry(f.entries.clone())), f.name.clone()));
+                return Ok((super::search::function_target(f), f.name.clone()));
             }
             _ => return Err(super::TuiError::BadGoto { input: s.to_string() }),
         };
@@ -879,6 +883,22 @@ impl App {
                 }
                 self.mode = Mode::Normal;
             }
+            Mode::TextSearch { mut input } => match a {
+                _ if self.edit(&mut input, a) => self.mode = Mode::TextSearch { input },
+                Action::Cancel => self.mode = Mode::Normal,
+                Action::Submit => {
+                    self.mode = Mode::Normal;
+                    if input.trim().is_empty() {
+                        return;
+                    }
+                    // From the cursor on, as n goes on from there.
+                    let what = FindWhat::Text(input.trim().to_lowercase());
+                    let label = format!("text \"{}\"", input.trim());
+                    self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
+                    self.find_rel(Dir::Forward, what, &label);
+                }
+                _ => {}
+            },
             Mode::Filter { mut input } => match a {
                 _ if self.edit(&mut input, a) => self.mode = Mode::Filter { input },
                 Action::Cancel => self.mode = Mode::Normal,
@@ -938,7 +958,7 @@ impl App {
                     self.mode = Mode::Normal;
                     if let Some(h) = hits.get(selected) {
                         let f = &self.functions[h.function];
-                        let what = FindWhat::Target(SeekTarget::Entry(f.entries.clone()));
+                        let what = super::search::function_target(f);
                         let label = f.name.clone();
                         self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
                         self.start_find(0, Dir::Forward, what, label);
@@ -1045,6 +1065,10 @@ impl App {
                 self.mode = Mode::Filter { input };
             }
             Action::ToggleCycleRows => self.toggle_cycle_rows(),
+            Action::TextSearch => {
+                self.text_at = 0;
+                self.mode = Mode::TextSearch { input: String::new() };
+            }
             Action::ToggleMerge => {
                 let mut f = self.filter.clone();
                 f.merge = !f.merge;

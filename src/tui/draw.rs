@@ -674,6 +674,7 @@ fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     use std::sync::atomic::Ordering;
     let left = match &app.mode {
         Mode::Goto { input } => format!("go to: {}  (N · ts:T · cc:C · off:B · addr:HEX · fn:NAME; Enter, Esc)", with_caret(input, app.text_at)),
+        Mode::TextSearch { input } => format!("search text: {}  (any case; Enter finds the next, n N repeat, Esc)", with_caret(input, app.text_at)),
         Mode::Filter { input } => format!("view: {}  (id:HEX · cpu:N · ctx:HEX · vmid:N · merge; empty shows all)", with_caret(input, app.text_at)),
         Mode::Mark { set: true } => "set mark: press a letter".into(),
         Mode::Mark { set: false } => "jump to mark: press a letter".into(),
@@ -735,6 +736,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("d", "source / disassembly"),
     ("g", "go to: N, instr:N, ts:T, cc:C, off:B, addr:HEX, fn:NAME"),
     ("/", "search functions (fuzzy); Enter goes to the first entry"),
+    ("\\", "search the elements' text; n N repeat"),
     ("n N", "next / previous execution of what was searched"),
     ("x X", "next / previous exception"),
     ("o O", "next / previous gap (no sync, overflow, unreadable code)"),

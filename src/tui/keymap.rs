@@ -28,7 +28,7 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
     if ctrl && matches!(k.code, KeyCode::Char('c')) {
         return Some(Action::Quit);
     }
-    let text_mode = matches!(mode, Mode::Goto { .. } | Mode::Search { .. } | Mode::Export { .. } | Mode::Mark { .. } | Mode::Filter { .. });
+    let text_mode = matches!(mode, Mode::Goto { .. } | Mode::Search { .. } | Mode::Export { .. } | Mode::Mark { .. } | Mode::Filter { .. } | Mode::TextSearch { .. });
     if text_mode {
         if ctrl && matches!(k.code, KeyCode::Char('u')) {
             return Some(Action::ClearLine);
@@ -92,6 +92,7 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
         KeyCode::Char('f') => Action::Filter,
         KeyCode::Char('M') => Action::ToggleMerge,
         KeyCode::Char('y') => Action::ToggleCycleRows,
+        KeyCode::Char('\\') => Action::TextSearch,
         _ => return None,
     })
 }

@@ -9,6 +9,7 @@ pub mod keymap;
 pub mod layout;
 pub mod model;
 pub mod rowmap;
+pub mod search;
 pub mod sourceview;
 pub mod views;
 pub mod viewdraw;

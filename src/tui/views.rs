@@ -35,9 +35,10 @@ impl App {
     }
 
     /// Whether element `n` has no row: a cycle count (its count is on the
-    /// ranges) unless `y` shows them. Only decoded rows are known to be one.
+    /// ranges) unless `y` shows them. Only decoded rows are known to be one;
+    /// the cursor's row is never hidden (a search may land on a count).
     pub fn hidden(&self, n: u64) -> bool {
-        !self.show_cycle_rows && self.entry(n).is_some_and(|e| super::cycles::is_count_row(e, self.view))
+        !self.show_cycle_rows && n != self.cursor.number && self.entry(n).is_some_and(|e| super::cycles::is_count_row(e, self.view))
     }
 
     /// Step from `n` over hidden rows (a bounded number: runs of counts

@@ -57,6 +57,11 @@ pub enum FindWhat {
     Entry(Vec<u64>),
     /// A range executing this address.
     Address(u64),
+    /// A range starting at one of `entries` or running into one of
+    /// `inline` (sorted): a function called or inlined.
+    Visit { entries: Vec<u64>, inline: Vec<u64> },
+    /// An element whose text contains this (lower case).
+    Text(String),
     /// The return of the call made by element `from` (same trace ID,
     /// back at `addr` at the same call depth).
     Return { trace_id: u8, addr: u64 },
@@ -134,6 +139,9 @@ pub struct FunctionInfo {
     pub entries: Vec<u64>,
     /// Times the trace enters it (`None` until counted).
     pub count: Option<u64>,
+    /// Where its inlined instances start (DWARF), sorted: code reached by
+    /// running on, not by a branch to an entry.
+    pub inline: Vec<u64>,
 }
 
 pub enum Response {
@@ -537,17 +545,22 @@ fn handle_finder(
 
 fn function_list(cap: &Capture) -> Vec<FunctionInfo> {
     let Some(sym) = &cap.symbols else { return Vec::new() };
-    sym.function_table()
+    let mut list: Vec<FunctionInfo> = sym
+        .function_table()
         .functions
         .iter()
-        .map(|f| FunctionInfo { name: f.name.clone(), entries: f.ranges.iter().map(|r| r.start).collect(), count: None })
-        .collect()
+        .map(|f| FunctionInfo { name: f.name.clone(), entries: f.ranges.iter().map(|r| r.start).collect(), count: None, inline: Vec::new() })
+        .collect();
+    super::search::add_inline_instances(&mut list, sym.inline_instances());
+    list
 }
 
 /// The background pass: per function, how often the trace enters it; per
 /// trace ID and index segment, instructions, exceptions and gaps.
 struct Pass {
     by_addr: HashMap<u64, usize>,
+    /// Inlined instances' starts and their function, sorted.
+    inline: Vec<(u64, usize)>,
     counts: Vec<u64>,
     lanes: std::collections::BTreeMap<u8, Vec<LaneBin>>,
     next: usize,
@@ -576,12 +589,15 @@ pub struct Lane {
 impl Pass {
     fn new(functions: &[FunctionInfo], segments: usize) -> Pass {
         let mut by_addr = HashMap::new();
+        let mut inline = Vec::new();
         for (i, f) in functions.iter().enumerate() {
             for a in &f.entries {
                 by_addr.insert(*a, i);
             }
+            inline.extend(f.inline.iter().map(|a| (*a, i)));
         }
-        Pass { by_addr, counts: vec![0; functions.len()], lanes: Default::default(), next: 0, lanes_len: segments }
+        inline.sort_unstable();
+        Pass { by_addr, inline, counts: vec![0; functions.len()], lanes: Default::default(), next: 0, lanes_len: segments }
     }
 
     fn done(&self) -> bool {
@@ -603,10 +619,17 @@ impl Pass {
             let sub = (((e.number - start) as u128 * LANE_SUB as u128 / len as u128) as usize).min(LANE_SUB - 1);
             let bin = &mut self.lanes.entry(e.element.trace_id).or_insert_with(|| vec![LaneBin::default(); n])[k * LANE_SUB + sub];
             match e.element.kind {
-                ElementKind::InstrRange { start, count, .. } => {
+                ElementKind::InstrRange { start, end, count, .. } => {
                     bin.instructions += count as u64;
                     if let Some(&i) = self.by_addr.get(&start) {
                         self.counts[i] += 1;
+                    }
+                    // Inlined code is entered by running into it.
+                    let from = self.inline.partition_point(|x| x.0 < start);
+                    for &(_, i) in self.inline[from..].iter().take_while(|x| x.0 < end) {
+                        if !self.by_addr.contains_key(&start) || self.by_addr[&start] != i {
+                            self.counts[i] += 1;
+                        }
                     }
                 }
                 ElementKind::RangeNoPath { count, .. } => bin.instructions += count as u64,
@@ -632,6 +655,11 @@ fn matches(what: &FindWhat, e: &crate::element::Element) -> bool {
         FindWhat::Gap => matches!(e.kind, K::NoSync(_) | K::TraceOn(_) | K::EndOfTrace(_) | K::AddrNotAccessible { .. } | K::AddrUnknown),
         FindWhat::Entry(starts) => matches!(e.kind, K::InstrRange { start, .. } if starts.contains(&start)),
         FindWhat::Address(a) => matches!(e.kind, K::InstrRange { start, end, .. } if start <= *a && *a < end),
+        FindWhat::Visit { entries, inline } => match e.kind {
+            K::InstrRange { start, end, .. } => entries.contains(&start) || super::search::runs_into(inline, start, end),
+            _ => false,
+        },
+        FindWhat::Text(t) => super::search::text_has(e, t),
         _ => false,
     }
 }
