@@ -1108,3 +1108,20 @@ fn backslash_searches_element_text() {
     assert!(app.message.ends_with("not found"), "{}", app.message);
     assert_eq!(app.cursor.number, hit);
 }
+
+/// `D`: the range's instructions with their source lines between them.
+#[test]
+fn mixed_source_and_disassembly() {
+    for size in [(80u16, 24u16), (160, 48)] {
+        let mut app = open(size);
+        goto(&mut app, 1_000_000);
+        act(&mut app, &[Action::ToggleMixed]);
+        let (text, _) = screen(&app, PLAIN);
+        assert!(text.contains(" source + disassembly · main+0x29c "), "{text}");
+        assert!(text.contains("demo.c:"), "a source line among the instructions:\n{text}");
+        assert!(text.contains("0x4007cc  "), "the range's first instruction:\n{text}");
+        insta::assert_snapshot!(format!("mixed_{}x{}", size.0, size.1), text);
+        act(&mut app, &[Action::ToggleMixed]);
+        assert!(!screen(&app, PLAIN).0.contains("source + disassembly"));
+    }
+}

@@ -89,6 +89,8 @@ pub enum Action {
     ToggleMerge,
     /// Open the prompt of a search over the elements' text.
     TextSearch,
+    /// The source pane's mixed source and disassembly on / off.
+    ToggleMixed,
     /// Cycle count elements as rows of their own, or only as the cycles
     /// column of the ranges they count.
     ToggleCycleRows,
@@ -220,6 +222,8 @@ pub struct App {
     pub map_generation: u64,
     /// The first timeline lane shown when there are more than fit.
     pub lane_top: usize,
+    /// The source pane shows source lines among the instructions (`D`).
+    pub mixed: bool,
     /// Cycle count elements as rows of their own (`y`); by default their
     /// counts are only in the cycles column of the ranges they count.
     pub show_cycle_rows: bool,
@@ -274,6 +278,7 @@ impl App {
             map_generation: 0,
             lane_top: 0,
             show_cycle_rows: false,
+            mixed: false,
             quit: false,
         }
     }
@@ -1065,6 +1070,10 @@ impl App {
                 self.mode = Mode::Filter { input };
             }
             Action::ToggleCycleRows => self.toggle_cycle_rows(),
+            Action::ToggleMixed => {
+                self.mixed = !self.mixed;
+                self.message = if self.mixed { "source and disassembly mixed (D again: off)".into() } else { String::new() };
+            }
             Action::TextSearch => {
                 self.text_at = 0;
                 self.mode = Mode::TextSearch { input: String::new() };

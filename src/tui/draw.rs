@@ -24,7 +24,7 @@ impl Palette {
         Palette { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) }
     }
 
-    fn fg(&self, c: Color) -> Style {
+    pub(super) fn fg(&self, c: Color) -> Style {
         if self.color {
             Style::default().fg(c)
         } else {
@@ -94,7 +94,7 @@ pub fn draw_with(app: &App, f: &mut Frame<'_>, pal: Palette) {
     }
 }
 
-fn block(title: String) -> Block<'static> {
+pub(super) fn block(title: String) -> Block<'static> {
     Block::default().borders(Borders::ALL).title(title)
 }
 
@@ -599,6 +599,9 @@ fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         f.render_widget(Paragraph::new("").block(block(" source ".into())), area);
         return;
     };
+    if app.mixed {
+        return super::mixed::draw(f, area, view, disasm, pal);
+    }
     if app.show_disasm {
         let title = format!(" disassembly · {} ", view.function.as_deref().unwrap_or("?"));
         let cur = disasm.iter().position(|l| l.current).unwrap_or(0);
@@ -734,6 +737,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Enter", "expand a range into instructions / collapse"),
     ("s", "committed view / speculation view"),
     ("d", "source / disassembly"),
+    ("D", "source lines mixed into the disassembly / off"),
     ("g", "go to: N, instr:N, ts:T, cc:C, off:B, addr:HEX, fn:NAME"),
     ("/", "search functions (fuzzy); Enter goes to the first entry"),
     ("\\", "search the elements' text; n N repeat"),

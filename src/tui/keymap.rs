@@ -92,6 +92,7 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
         KeyCode::Char('f') => Action::Filter,
         KeyCode::Char('M') => Action::ToggleMerge,
         KeyCode::Char('y') => Action::ToggleCycleRows,
+        KeyCode::Char('D') => Action::ToggleMixed,
         KeyCode::Char('\\') => Action::TextSearch,
         _ => return None,
     })

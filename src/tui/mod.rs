@@ -7,6 +7,7 @@ pub mod cycles;
 pub mod draw;
 pub mod keymap;
 pub mod layout;
+pub mod mixed;
 pub mod model;
 pub mod rowmap;
 pub mod search;

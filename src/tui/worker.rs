@@ -411,9 +411,10 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
             Request::Source { addr, window, disasm } => {
                 let space = crate::element::MemSpace::ANY;
                 let view = super::sourceview::source_view(cap.symbols.as_ref(), &mut resolver, &cap.plan.image, space, addr, &window, 40);
-                let lines = disasm
+                let mut lines = disasm
                     .map(|r| super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &r, Some(addr), 64))
                     .unwrap_or_default();
+                super::mixed::annotate(cap.symbols.as_ref(), &mut resolver, &mut lines);
                 Response::Source(view, lines)
             }
             Request::Expand { number, range } => {
