@@ -1065,3 +1065,323 @@ fn function_chart_names_what_ran_at_a_depth() {
         assert_eq!(timeline_text(&app, &screen(&app, PLAIN).0).lines().nth(1), density.lines().nth(1), "the density is back");
     }
 }
+
+fn open_fixture(name: &str, size: (u16, u16)) -> Option<(App, PathBuf)> {
+    let dir = fixture_copy(name)?;
+    let mut app = tracesight::tui::spawn(&dir, &CaptureOptions::default(), size);
+    wait(&mut app, "the index", |a| a.indexed.is_some());
+    wait(&mut app, "the lanes", |a| !a.lanes.is_empty());
+    settle(&mut app);
+    Some((app, dir))
+}
+
+fn set_view(app: &mut App, text: &str) {
+    app.update(Action::Filter);
+    app.update(Action::ClearLine);
+    typed(app, text);
+    app.update(Action::Submit);
+    wait(app, "the view's rows", |a| !a.filtering());
+    settle(app);
+}
+
+/// `f id:11` on a capture of six cores: only that trace ID's elements,
+/// as many as the index counted for it, in order; moving, paging and End
+/// stay inside the view; an empty filter shows every element again.
+#[test]
+fn a_trace_id_filter_shows_one_core() {
+    let Some((mut app, dir)) = open_fixture("juno_r1_1", (160, 48)) else { return };
+    let per_id = app.indexed.as_ref().unwrap().ids.iter().find(|i| i.trace_id == 0x11).unwrap().elements;
+    set_view(&mut app, "id:11");
+    let map = app.rowmap.clone().expect("the view's rows");
+    assert_eq!(map.rows(), per_id, "every element of trace ID 0x11, no other");
+    let vis = app.visible();
+    assert!(vis.len() > 20);
+    assert!(vis.windows(2).all(|w| w[0].number < w[1].number), "element order");
+    for p in &vis {
+        assert_eq!(app.entry(p.number).unwrap().row.trace_id, 0x11, "row of element {}", p.number);
+    }
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("id:11 · row 0 of"), "the title names the view:\n{text}");
+    insta::assert_snapshot!("juno_filter_id11_160x48", text);
+    act(&mut app, &[Action::PageDown, Action::PageDown, Action::Down]);
+    settle(&mut app);
+    assert_eq!(app.entry(app.cursor.number).unwrap().row.trace_id, 0x11);
+    act(&mut app, &[Action::Bottom]);
+    settle(&mut app);
+    assert_eq!(Some(app.cursor.number), map.element_at(map.rows() - 1), "End: the view's last row");
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("— end of trace —"), "the end row shows under the last row:\n{text}");
+    // A search that lands on another core goes to the next row shown.
+    act(&mut app, &[Action::Top, Action::NextException]);
+    found(&mut app);
+    assert_eq!(app.entry(app.cursor.number).unwrap().row.trace_id, 0x11);
+    set_view(&mut app, "");
+    assert!(app.rowmap.is_none() && app.filter.is_all());
+    act(&mut app, &[Action::Top]);
+    settle(&mut app);
+    let numbers: Vec<u64> = app.visible().iter().map(|p| p.number).collect();
+    assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>(), "every element again");
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+/// The filter prompt at 80x24 and errors it explains.
+#[test]
+fn the_filter_prompt_and_its_errors() {
+    let Some((mut app, dir)) = open_fixture("juno_r1_1", (80, 24)) else { return };
+    act(&mut app, &[Action::Filter]);
+    typed(&mut app, "id:11");
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("view: id:11▏"), "{text}");
+    act(&mut app, &[Action::Submit]);
+    wait(&mut app, "the view's rows", |a| !a.filtering());
+    settle(&mut app);
+    insta::assert_snapshot!("juno_filter_id11_80x24", screen(&app, PLAIN).0);
+    set_view(&mut app, "cpu:1");
+    assert!(app.message.contains("does not name its CPUs"), "{}", app.message);
+    assert_eq!(app.filter.trace_ids, vec![0x11], "a bad filter keeps the view");
+    set_view(&mut app, "id:7f");
+    assert!(app.message.starts_with("no element matches id:7f"), "{}", app.message);
+    assert!(app.filter.is_all());
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+/// `M` orders every stream by timestamp; each stream keeps its order and
+/// elements without a timestamp of their own sort after the last one their
+/// stream reported.
+#[test]
+fn the_merged_view_orders_streams_by_time() {
+    let Some((mut app, dir)) = open_fixture("TC2", (160, 48)) else { return };
+    let total = app.indexed.as_ref().unwrap().elements;
+    act(&mut app, &[Action::ToggleMerge]);
+    wait(&mut app, "the merged rows", |a| !a.filtering());
+    let map = app.rowmap.clone().expect("merged rows");
+    assert_eq!(map.rows(), total, "a merge keeps every element");
+    // Walk the whole view a page at a time: per stream, element order; the
+    // time each row sorts by never goes back.
+    let mut last_of: std::collections::HashMap<u8, (u64, u64)> = Default::default();
+    let mut key_before = 0u64;
+    let mut rows = 0u64;
+    let mut row = 0u64;
+    while row < map.rows() {
+        let n = map.element_at(row).unwrap();
+        goto(&mut app, n);
+        let end = (row + 40).min(map.rows());
+        let mut next_row = row;
+        for r in row..end {
+            let n = map.element_at(r).unwrap();
+            let e = match app.entry(n) {
+                Some(e) => e.row.clone(),
+                None => break,
+            };
+            // An element's timestamp is the last its stream reported.
+            let key = e.timestamp.unwrap_or(0);
+            if let Some((prev, _)) = last_of.get(&e.trace_id) {
+                assert!(n > *prev, "stream {:02x} keeps its order at row {r}", e.trace_id);
+            }
+            assert!(key >= key_before, "row {r} (element {n}) sorts by {key} after {key_before}");
+            key_before = key_before.max(key);
+            last_of.insert(e.trace_id, (n, key));
+            rows += 1;
+            next_row = r + 1;
+        }
+        // A page not decoded yet stops the walk short: go on from there.
+        row = next_row.max(row + 1);
+        if rows > 3000 {
+            break;
+        }
+    }
+    assert!(rows > 100);
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("· merge · row"), "{text}");
+    act(&mut app, &[Action::ToggleMerge]);
+    assert!(app.rowmap.is_none() && app.filter.is_all());
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+/// More lanes than fit: the title says how many are hidden and ↑ ↓ on the
+/// timeline scroll them.
+#[test]
+fn timeline_lanes_scroll_when_they_do_not_fit() {
+    let Some((mut app, dir)) = open_fixture("juno_r1_1", (80, 24)) else { return };
+    let lanes = app.lanes.len();
+    let room = app.lanes_room();
+    assert!(lanes > room, "{lanes} lanes, room for {room}");
+    let (text, _) = screen(&app, PLAIN);
+    let note = format!("lanes 1–{room} of {lanes}, {} hidden", lanes - room);
+    assert!(text.contains(&note), "{note}:\n{text}");
+    act(&mut app, &[Action::Timeline, Action::Down, Action::Down, Action::Down, Action::Down]);
+    assert_eq!(app.lane_top, lanes - room, "scrolls to the last lane, no further");
+    let (text, _) = screen(&app, PLAIN);
+    let last = app.lanes.last().unwrap().trace_id;
+    assert!(text.lines().any(|l| l.starts_with(&format!("│{last:02x}  "))), "the last lane shows:\n{text}");
+    insta::assert_snapshot!("juno_lanes_scrolled_80x24", text);
+    act(&mut app, &[Action::Up]);
+    assert_eq!(app.lane_top, lanes - room - 1);
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+/// A perf.data names its CPUs: `cpu:N` picks a CPU's trace ID; a CPU
+/// without trace is refused.
+#[test]
+fn a_cpu_filter_on_perf_data() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/perf/simpleperf");
+    if !src.is_dir() {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("tracesight-tui-perf-cpu-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(src.join("perf_etm.data"), dir.join("perf_etm.data")).unwrap();
+    let mut app = tracesight::tui::spawn(&dir.join("perf_etm.data"), &CaptureOptions::default(), (120, 40));
+    wait(&mut app, "the index", |a| a.indexed.is_some());
+    settle(&mut app);
+    let total = app.indexed.as_ref().unwrap().elements;
+    set_view(&mut app, "cpu:7");
+    assert_eq!(app.filter.trace_ids, vec![0x1e]);
+    assert_eq!(app.rowmap.as_ref().map(|m| m.rows()), Some(total), "every element is CPU 7's");
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains(" · cpu:7 · row 0 of "), "{text}");
+    set_view(&mut app, "cpu:3");
+    assert!(app.message.starts_with("no element matches cpu:3"), "CPU 3 has no trace: {}", app.message);
+    assert!(app.filter.is_all() && app.rowmap.is_none(), "an empty view is not kept");
+    drop(app);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Cycle counts are on the ranges they count: a count covers the ranges of
+/// its trace ID since the previous count and shows on the last of them
+/// (even when the count is on the next page), the others show `·`; the
+/// count's own row is hidden until `y`.
+#[test]
+fn cycle_counts_fold_into_the_ranges_they_count() {
+    let mut app = open((160, 48));
+    goto(&mut app, 1_000_000);
+    let row = |app: &App, n: u64| app.entry(n).unwrap().row.clone();
+    assert!(row(&app, 1_000_004).text.starts_with("CYCLE_COUNT( [CC=106]"), "{}", row(&app, 1_000_004).text);
+    assert_eq!(row(&app, 1_000_003).range_cycles, Some(106), "on the last range before the count");
+    assert!(row(&app, 1_000_002).cycles_below && row(&app, 1_000_002).range_cycles.is_none());
+    let vis: Vec<u64> = app.visible().iter().map(|p| p.number).collect();
+    assert!(vis.contains(&1_000_003) && !vis.contains(&1_000_004), "the count's row is hidden");
+    assert_eq!(app.next_elem(1_000_003), Some(1_000_005));
+    assert_eq!(app.prev_elem(1_000_005), Some(1_000_003));
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.lines().any(|l| l.contains(" 1000003     106 10 ")), "the cycles column:\n{text}");
+    act(&mut app, &[Action::ToggleCycleRows]);
+    settle(&mut app);
+    assert!(app.visible().iter().any(|p| p.number == 1_000_004), "y shows the count's row");
+    assert_eq!(app.next_elem(1_000_003), Some(1_000_004));
+    act(&mut app, &[Action::ToggleCycleRows]);
+    // Over several pages, across their boundaries: every count is on the
+    // range of its ID before it.
+    let mut checked = 0;
+    for page in 0..6u64 {
+        goto(&mut app, page * 128 + 200);
+        for n in page * 128 + 130..page * 128 + 256 {
+            let (Some(e), Some(_)) = (app.entry(n), app.entry(n - 1)) else { continue };
+            if !e.row.text.starts_with("CYCLE_COUNT") {
+                continue;
+            }
+            let c: u64 = e.row.text.split("CC=").nth(1).unwrap().split(']').next().unwrap().parse().unwrap();
+            let before = (n.saturating_sub(64)..n).rev().find(|k| app.entry(*k).is_some_and(|x| x.row.kind == RowKind::Range && x.row.trace_id == e.row.trace_id));
+            if let Some(k) = before {
+                assert_eq!(app.entry(k).unwrap().row.range_cycles, Some(c), "the count at {n} is on range {k}");
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 10, "{checked} counts checked");
+}
+
+/// PTM puts a count on the range itself: the column shows it, at 80x24.
+#[test]
+fn ptm_cycle_counts_in_the_column() {
+    let Some((app, dir)) = open_fixture("TC2", (80, 24)) else { return };
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains(" cycles "), "{text}");
+    insta::assert_snapshot!("tc2_cycles_80x24", text);
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+/// `fn:` finds a function inlined into another (DWARF inlined instances):
+/// the range it lands on runs into one of its instances, and `n` visits
+/// the next. `/` lists such a function too.
+#[test]
+fn goto_fn_finds_inlined_functions() {
+    let mut app = open((120, 40));
+    wait(&mut app, "the function list", |a| a.functions.iter().any(|f| !f.inline.is_empty()));
+    let f = app.functions.iter().find(|f| f.name == "count_word").cloned().expect("count_word in the function list");
+    assert!(!f.inline.is_empty(), "count_word is inlined into count_words: {f:?}");
+    let runs_into = |app: &App, n: u64| {
+        let r = app.entry(n).unwrap().row.clone();
+        r.kind == RowKind::Range && f.inline.iter().any(|a| r.addr.unwrap() <= *a && *a < r.end.unwrap()) || f.entries.contains(&r.addr.unwrap_or(u64::MAX))
+    };
+    app.update(Action::Goto);
+    typed(&mut app, "fn:count_word");
+    app.update(Action::Submit);
+    found(&mut app);
+    let first = app.cursor.number;
+    assert!(runs_into(&app, first), "element {first} runs into count_word: {}", app.message);
+    act(&mut app, &[Action::NextMatch]);
+    found(&mut app);
+    let second = app.cursor.number;
+    assert!(second > first && runs_into(&app, second), "n: the next visit ({second}): {}", app.message);
+    act(&mut app, &[Action::PrevMatch]);
+    found(&mut app);
+    assert_eq!(app.cursor.number, first, "N goes back");
+    wait(&mut app, "the counts", |a| a.functions.iter().all(|f| f.count.is_some()));
+    let counted = app.functions.iter().find(|f| f.name == "count_word").unwrap().count.unwrap();
+    assert!(counted > 0, "visits of inlined code are counted");
+}
+
+/// `\` searches the elements' text (any case) from the cursor; `n` / `N`
+/// repeat it; a count's row it lands on is shown.
+#[test]
+fn backslash_searches_element_text() {
+    let mut app = open((160, 48));
+    goto(&mut app, 999_990);
+    act(&mut app, &[Action::TextSearch]);
+    typed(&mut app, "cc=106");
+    let (text, _) = screen(&app, PLAIN);
+    assert!(text.contains("search text: cc=106▏"), "{text}");
+    act(&mut app, &[Action::Submit]);
+    found(&mut app);
+    let hit = app.cursor.number;
+    assert!(app.entry(hit).unwrap().row.text.contains("CC=106"), "landed on {hit}: {}", app.message);
+    assert!(app.visible().iter().any(|p| p.number == hit), "the hit shows although a count");
+    assert!(app.message.starts_with("text \"cc=106\": element"), "{}", app.message);
+    act(&mut app, &[Action::NextMatch]);
+    found(&mut app);
+    let next = app.cursor.number;
+    assert!(next > hit && app.entry(next).unwrap().row.text.contains("CC=106"), "n: {next}");
+    act(&mut app, &[Action::PrevMatch]);
+    found(&mut app);
+    assert_eq!(app.cursor.number, hit, "N goes back");
+    act(&mut app, &[Action::TextSearch]);
+    typed(&mut app, "no such text anywhere");
+    act(&mut app, &[Action::Submit]);
+    found(&mut app);
+    assert!(app.message.ends_with("not found"), "{}", app.message);
+    assert_eq!(app.cursor.number, hit);
+}
+
+/// `D`: the range's instructions with their source lines between them.
+#[test]
+fn mixed_source_and_disassembly() {
+    for size in [(80u16, 24u16), (160, 48)] {
+        let mut app = open(size);
+        goto(&mut app, 1_000_000);
+        act(&mut app, &[Action::ToggleMixed]);
+        let (text, _) = screen(&app, PLAIN);
+        assert!(text.contains(" source + disassembly · main+0x29c "), "{text}");
+        assert!(text.contains("demo.c:"), "a source line among the instructions:\n{text}");
+        assert!(text.contains("0x4007cc  "), "the range's first instruction:\n{text}");
+        insta::assert_snapshot!(format!("mixed_{}x{}", size.0, size.1), text);
+        act(&mut app, &[Action::ToggleMixed]);
+        assert!(!screen(&app, PLAIN).0.contains("source + disassembly"));
+    }
+}

@@ -466,3 +466,58 @@ fn viewer_folds_a_call_and_shows_function_statistics_in_tmux() {
     tmux.wait_for("the pane to close", |s| !s.contains("function statistics"));
     quit_cleanly(&tmux);
 }
+
+/// A capture of six cores filtered to one (`f id:11`): the list shows that
+/// trace ID's rows only, the title counts them, its timeline lane is
+/// marked; an empty filter shows every core again.
+#[test]
+fn filtering_one_core_of_a_multi_core_capture() {
+    if !have_tmux() {
+        eprintln!("note: tmux is not installed; skipping the terminal test");
+        return;
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd/juno_r1_1");
+    if !src.is_dir() {
+        eprintln!("note: ../shared/fixtures/opencsd/juno_r1_1 not found; skipped");
+        return;
+    }
+    let dir = Scratch::new("filter-juno");
+    let snap = dir.0.join("juno_r1_1");
+    std::fs::create_dir_all(&snap).unwrap();
+    for e in std::fs::read_dir(&src).unwrap().flatten() {
+        if e.path().is_file() && !e.file_name().to_string_lossy().ends_with(".tsidx") {
+            std::fs::copy(e.path(), snap.join(e.file_name())).unwrap();
+        }
+    }
+    let tmux = Tmux::start(&dir.0, &viewer_command(&dir.0, &["juno_r1_1"]));
+    tmux.wait_text(" elements · committed view · 0 of 15,403 ");
+    tmux.wait_for("the lanes", |s| s.lines().any(|l| l.starts_with("│15  ")));
+    tmux.keys(&["f"]);
+    tmux.wait_text("view: ");
+    tmux.text("id:11");
+    tmux.keys(&["Enter"]);
+    let s = tmux.wait_text(" · id:11 · row 0 of 107 ");
+    // The list's rows: after its header, up to its bottom border.
+    let rows: Vec<&str> = s.lines().skip_while(|l| !l.contains(" elem id ")).skip(1).take_while(|l| !l.starts_with('└')).collect();
+    let ids: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| {
+            let t: Vec<&str> = r.trim_start_matches('│').split_whitespace().collect();
+            let t = if t.first() == Some(&"cmt") { &t[1..] } else { &t[..] };
+            t.first().filter(|n| n.parse::<u64>().is_ok()).and(t.get(1).copied())
+        })
+        .collect();
+    assert!(ids.len() > 20, "rows shown:\n{s}");
+    assert!(ids.iter().all(|id| *id == "11"), "a row of another core ({ids:?}):\n{s}");
+    assert!(s.lines().any(|l| l.starts_with("│11 • ")), "the lane of 0x11 is marked:\n{s}");
+    no_error(&s);
+    // Moving stays in the view.
+    tmux.keys(&["End"]);
+    let s = tmux.wait_text(" · id:11 · row 106 of 107 ");
+    assert!(s.contains("— end of trace —"), "{s}");
+    tmux.keys(&["f", "C-u", "Enter"]);
+    tmux.wait_text("every element shown");
+    tmux.keys(&["Home"]);
+    tmux.wait_text(" elements · committed view · 0 of 15,403 ");
+    quit_cleanly(&tmux);
+}

@@ -639,6 +639,17 @@ impl DebugInfo {
     /// Every subprogram with code: (raw name, language, ranges), for the
     /// function table.
     pub(crate) fn subprograms(&self) -> Vec<Subprogram> {
+        self.dies_with_code(gimli::DW_TAG_subprogram)
+    }
+
+    /// Every inlined instance of a function (DW_TAG_inlined_subroutine,
+    /// DWARF 5 §3.3.8.2): the inlined function's raw name, language and the
+    /// instance's ranges, for finding where inlined code runs.
+    pub(crate) fn inlined_subroutines(&self) -> Vec<Subprogram> {
+        self.dies_with_code(gimli::DW_TAG_inlined_subroutine)
+    }
+
+    fn dies_with_code(&self, tag: gimli::DwTag) -> Vec<Subprogram> {
         let mut out = Vec::new();
         let mut units = self.dwarf.units();
         while let Ok(Some(h)) = units.next() {
@@ -651,7 +662,7 @@ impl DebugInfo {
             let uref = gimli::UnitRef::new(&self.dwarf, &unit);
             let mut e = unit.entries();
             while let Ok(Some(die)) = e.next_dfs() {
-                if die.tag() != gimli::DW_TAG_subprogram {
+                if die.tag() != tag {
                     continue;
                 }
                 let mut ranges = Vec::new();

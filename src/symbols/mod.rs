@@ -686,6 +686,23 @@ impl Symbolizer {
     pub fn function_table(&self) -> FunctionTable {
         FunctionTable::from_symbolizer(self)
     }
+
+    /// Every inlined instance of a function in the images' DWARF: the
+    /// function's (demangled) name and where the instance's code starts
+    /// (its first range, at run-time addresses).
+    pub fn inline_instances(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for im in &self.images {
+            let Some(d) = im.debug() else { continue };
+            let bias = im.bias();
+            for (raw, _lang, ranges) in d.inlined_subroutines() {
+                if let Some(&(lo, _)) = ranges.first() {
+                    out.push((demangle::demangle_or_raw(&raw).into_owned(), lo.wrapping_add(bias)));
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Parse an address argument as addr2line does: hexadecimal, with or

@@ -96,6 +96,17 @@ pub enum Action {
     Chart,
     ChartDeeper,
     ChartShallower,
+    /// Open the view filter prompt (CPU / trace ID, context ID, VMID, merge).
+    Filter,
+    /// The time-merged view of every stream on / off.
+    ToggleMerge,
+    /// Open the prompt of a search over the elements' text.
+    TextSearch,
+    /// The source pane's mixed source and disassembly on / off.
+    ToggleMixed,
+    /// Cycle count elements as rows of their own, or only as the cycles
+    /// column of the ranges they count.
+    ToggleCycleRows,
 }
 
 /// A line of the list: speculation record `sub < pre` of an element, the
@@ -117,6 +128,10 @@ pub enum Mode {
     Help,
     /// The function statistics pane.
     Stats,
+    /// The view filter prompt.
+    Filter { input: String },
+    /// The prompt of a search over the elements' text.
+    TextSearch { input: String },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -216,6 +231,19 @@ pub struct App {
     pub export_confirm: Option<PathBuf>,
     /// Call depth, folds, the statistics pane and the function chart.
     pub calls: super::calls::CallView,
+    /// What the list shows (all elements unless filtered or merged).
+    pub filter: super::rowmap::Filter,
+    /// The rows of a filtered or merged view, once the finder built them.
+    pub rowmap: Option<Arc<super::rowmap::RowMap>>,
+    /// The generation of the row map asked for last.
+    pub map_generation: u64,
+    /// The first timeline lane shown when there are more than fit.
+    pub lane_top: usize,
+    /// The source pane shows source lines among the instructions (`D`).
+    pub mixed: bool,
+    /// Cycle count elements as rows of their own (`y`); by default their
+    /// counts are only in the cycles column of the ranges they count.
+    pub show_cycle_rows: bool,
     pub quit: bool,
 }
 
@@ -263,6 +291,12 @@ impl App {
             text_at: 0,
             export_confirm: None,
             calls: Default::default(),
+            filter: Default::default(),
+            rowmap: None,
+            map_generation: 0,
+            lane_top: 0,
+            show_cycle_rows: false,
+            mixed: false,
             quit: false,
         }
     }
@@ -282,7 +316,14 @@ impl App {
 
     /// Timeline lanes shown: one per trace ID (at most six), or one for all.
     pub fn lanes_shown(&self) -> u16 {
-        self.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, 6)) as u16
+        // Six, or more on a tall terminal (the timeline takes up to a third).
+        let most = (self.size.1 as usize / 3).saturating_sub(4).max(6);
+        self.indexed.as_ref().map_or(1, |ix| ix.ids.len().clamp(1, most)) as u16
+    }
+
+    /// Lines the timeline has for lanes (besides its marks and viewport).
+    pub fn lanes_room(&self) -> usize {
+        (self.layout().timeline.height as usize).saturating_sub(4).max(1)
     }
 
     /// Columns inside the list pane's border.
@@ -342,6 +383,12 @@ impl App {
         if total == 0 {
             return;
         }
+        if let Some(pages) = self.view_pages() {
+            self.want_pages(pages.into_iter());
+            super::calls::request_visible(self);
+            self.ask_source();
+            return;
+        }
         let h = self.list_height() as u64;
         let first = self.top.number / PAGE;
         let last = (self.top.number + h).min(total - 1) / PAGE;
@@ -383,19 +430,16 @@ impl App {
         if p.sub + 1 < self.lines_of(p.number) {
             return Some(Pos { number: p.number, sub: p.sub + 1 });
         }
-        let total = self.total()?;
-        let next = self.calls.row_end(p.number) + 1;
-        (next < total).then_some(Pos { number: next, sub: 0 })
+        // Past a folded call, then to the next row the view shows.
+        let end = self.calls.row_end(p.number);
+        self.next_elem(end).map(|number| Pos { number, sub: 0 })
     }
 
     pub fn prev_pos(&self, p: Pos) -> Option<Pos> {
         if p.sub > 0 {
             return Some(Pos { number: p.number, sub: p.sub - 1 });
         }
-        if p.number == 0 {
-            return None;
-        }
-        let n = self.calls.row_start(p.number - 1);
+        let n = self.calls.row_start(self.prev_elem(p.number)?);
         Some(Pos { number: n, sub: self.lines_of(n) - 1 })
     }
 
@@ -415,13 +459,13 @@ impl App {
     }
 
     fn keep_cursor_visible(&mut self) {
-        if self.cursor < self.top {
+        if self.row_order(self.cursor) < self.row_order(self.top) {
             self.top = self.cursor;
             return;
         }
         let h = self.list_height();
         let vis = self.visible();
-        if vis.len() >= h && vis.last().is_some_and(|l| self.cursor > *l) {
+        if vis.len() >= h && vis.last().is_some_and(|l| self.row_order(self.cursor) > self.row_order(*l)) {
             // Put the cursor on the last line.
             let mut t = self.cursor;
             for _ in 1..h {
@@ -440,18 +484,15 @@ impl App {
         if total == 0 {
             return;
         }
-        let n = n.min(total - 1);
+        // A filtered view goes to the element, or the next one it shows.
+        let Some(n) = self.in_view(n.min(total - 1)) else { return };
         self.calls.reveal(n);
         if record && n != self.cursor.number {
             self.back.push(self.cursor.number);
             self.forward.clear();
         }
         self.cursor = Pos { number: n, sub: self.elem_sub(n) };
-        let h = self.list_height() as u64;
-        // Near the end the last screenful shows, not a list mostly empty,
-        // with a line left for the row that says where the trace ends.
-        let top = n.saturating_sub(h / 3).min(total.saturating_sub(h.saturating_sub(1)));
-        self.top = Pos { number: top, sub: 0 };
+        self.top = Pos { number: self.top_for(n, total), sub: 0 };
         self.keep_cursor_visible();
         self.request_visible();
     }
@@ -496,7 +537,11 @@ impl App {
         }
         let vis = self.visible();
         if let (Some(f), Some(l)) = (vis.first(), vis.last()) {
-            self.cursor = self.cursor.clamp(*f, *l);
+            if self.row_order(self.cursor) < self.row_order(*f) {
+                self.cursor = *f;
+            } else if self.row_order(self.cursor) > self.row_order(*l) {
+                self.cursor = *l;
+            }
         }
         self.request_visible();
     }
@@ -617,7 +662,7 @@ impl App {
                     .find(|f| f.name == value)
                     .or_else(|| self.search_hits(value).first().map(|h| &self.functions[h.function]))
                     .ok_or_else(|| super::TuiError::NoFunction { name: value.to_string() })?;
-                return Ok((FindWhat::Target(SeekTarget::Entry(f.entries.clone())), f.name.clone()));
+                return Ok((super::search::function_target(f), f.name.clone()));
             }
             _ => return Err(super::TuiError::BadGoto { input: s.to_string() }),
         };
@@ -722,7 +767,10 @@ impl App {
                     }
                     self.ask_expand();
                 }
-                self.ask_source();
+                // Rows now known to be hidden (cycle counts) may bring
+                // more rows on screen: ask for their pages too.
+                self.settle_top();
+                self.request_visible();
             }
             Response::Source(view, lines) => {
                 self.source_pending = false;
@@ -777,6 +825,7 @@ impl App {
                 }
             }
             Response::Lanes(l) => self.lanes = l,
+            Response::Map { generation, map } => self.on_map(generation, map),
             Response::Exported(r) => {
                 self.exporting = None;
                 self.message = match r {
@@ -866,6 +915,35 @@ impl App {
                 }
                 self.mode = Mode::Normal;
             }
+            Mode::TextSearch { mut input } => match a {
+                _ if self.edit(&mut input, a) => self.mode = Mode::TextSearch { input },
+                Action::Cancel => self.mode = Mode::Normal,
+                Action::Submit => {
+                    self.mode = Mode::Normal;
+                    if input.trim().is_empty() {
+                        return;
+                    }
+                    // From the cursor on, as n goes on from there.
+                    let what = FindWhat::Text(input.trim().to_lowercase());
+                    let label = format!("text \"{}\"", input.trim());
+                    self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
+                    self.find_rel(Dir::Forward, what, &label);
+                }
+                _ => {}
+            },
+            Mode::Filter { mut input } => match a {
+                _ if self.edit(&mut input, a) => self.mode = Mode::Filter { input },
+                Action::Cancel => self.mode = Mode::Normal,
+                Action::Submit => {
+                    self.mode = Mode::Normal;
+                    let cpus = self.info.as_ref().map(|i| i.cpus.clone()).unwrap_or_default();
+                    match super::rowmap::Filter::parse(&input, &cpus) {
+                        Ok(f) => self.set_filter(f),
+                        Err(e) => self.message = e.to_string(),
+                    }
+                }
+                _ => {}
+            },
             Mode::Goto { mut input } => match a {
                 _ if self.edit(&mut input, a) => self.mode = Mode::Goto { input },
                 Action::Cancel => self.mode = Mode::Normal,
@@ -912,7 +990,7 @@ impl App {
                     self.mode = Mode::Normal;
                     if let Some(h) = hits.get(selected) {
                         let f = &self.functions[h.function];
-                        let what = FindWhat::Target(SeekTarget::Entry(f.entries.clone()));
+                        let what = super::search::function_target(f);
                         let label = f.name.clone();
                         self.last_search = Some(LastSearch { what: what.clone(), label: label.clone() });
                         self.start_find(0, Dir::Forward, what, label);
@@ -977,7 +1055,11 @@ impl App {
         if let Some(tc) = self.timeline_cursor {
             let (lo, hi) = self.zoom;
             let step = 1.0 / (self.size.0.saturating_sub(2).max(1)) as f64;
+            // ↑ ↓ scroll the lanes when not all fit, else move as ← →.
+            let hidden = self.lanes.len().saturating_sub(self.lanes_room());
             match a {
+                Action::Up if hidden > 0 => return self.lane_top = self.lane_top.min(hidden).saturating_sub(1),
+                Action::Down if hidden > 0 => return self.lane_top = (self.lane_top + 1).min(hidden),
                 Action::Left | Action::Up => return self.timeline_cursor = Some((tc - step).max(0.0)),
                 Action::Right | Action::Down => return self.timeline_cursor = Some((tc + step).min(1.0)),
                 Action::PageUp => return self.timeline_cursor = Some((tc - 10.0 * step).max(0.0)),
@@ -1009,11 +1091,30 @@ impl App {
             Action::Up => self.move_by(-1),
             Action::PageDown => self.move_by(h - 1),
             Action::PageUp => self.move_by(-(h - 1)),
-            Action::Top => self.jump_to(0, true),
+            Action::Top => self.jump_to(self.first_elem(), true),
             Action::Bottom => {
-                if let Some(t) = self.total() {
-                    self.jump_to(t.saturating_sub(1), true)
+                if let Some(n) = self.last_elem() {
+                    self.jump_to(n, true)
                 }
+            }
+            Action::Filter => {
+                let input = self.filter.label(self.info.as_ref().map_or(&[][..], |i| &i.cpus[..]));
+                self.text_at = input.chars().count();
+                self.mode = Mode::Filter { input };
+            }
+            Action::ToggleCycleRows => self.toggle_cycle_rows(),
+            Action::ToggleMixed => {
+                self.mixed = !self.mixed;
+                self.message = if self.mixed { "source and disassembly mixed (D again: off)".into() } else { String::new() };
+            }
+            Action::TextSearch => {
+                self.text_at = 0;
+                self.mode = Mode::TextSearch { input: String::new() };
+            }
+            Action::ToggleMerge => {
+                let mut f = self.filter.clone();
+                f.merge = !f.merge;
+                self.set_filter(f);
             }
             Action::Scroll(n) => self.scroll_by(n),
             Action::Expand => {

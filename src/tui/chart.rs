@@ -1,4 +1,4 @@
-//! The function chart (`f` in the timeline): for the zoomed span, which
+//! The function chart (`b` in the timeline): for the zoomed span, which
 //! function ran at the chosen depth, per lane, as colored segments named
 //! where the name fits. Drawn from the bins of the background pass
 //! ([`super::calls::Chart`]: per lane bin and depth, the function with the

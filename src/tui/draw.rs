@@ -95,7 +95,7 @@ pub fn draw_with(app: &App, f: &mut Frame<'_>, pal: Palette) {
     }
 }
 
-fn block(title: String) -> Block<'static> {
+pub(super) fn block(title: String) -> Block<'static> {
     Block::default().borders(Borders::ALL).title(title)
 }
 
@@ -222,16 +222,25 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let title = super::chart::title(app, title);
     let mut lines = Vec::new();
     let pad = " ".repeat(label_w);
+    let mut hidden = String::new();
     if let Some(chart) = super::chart::lines(app, inner_w, view, if per_id { label_w } else { 0 }, pal) {
         lines = chart;
     } else if per_id && !app.lanes.is_empty() {
-        for lane in &app.lanes {
+        // Every lane has a line when they fit, else a window of them that
+        // the timeline cursor scrolls; the title says how many are hidden.
+        let (shown, n_hidden) = super::viewdraw::lane_window(app, (area.height as usize).saturating_sub(4));
+        hidden = super::viewdraw::hidden_note(&shown, app.lanes.len(), n_hidden);
+        for lane in &app.lanes[shown] {
             // A perf.data names each lane by its CPU.
             let label = match app.cpu_of(lane.trace_id) {
                 Some(c) => format!("cpu{c:<2}"),
                 None => format!("{:02x}  ", lane.trace_id),
             };
-            lines.push(density_line(&label.chars().take(label_w).collect::<String>(), &lane_bins(lane), pal));
+            // The lanes of a trace ID filter are marked, the others dimmed.
+            let kept = super::viewdraw::lane_kept(app, lane.trace_id);
+            let label = if kept && !app.filter.trace_ids.is_empty() { format!("{}•", &label[..label.len() - 1]) } else { label };
+            let line = density_line(&label.chars().take(label_w).collect::<String>(), &lane_bins(lane), pal);
+            lines.push(if kept { line } else { line.patch_style(Style::default().add_modifier(Modifier::DIM)) });
         }
     } else if let [lane] = app.lanes.as_slice() {
         // One trace ID: its lane is the finer picture of the whole.
@@ -284,7 +293,8 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         lines.truncate(h.saturating_sub(1));
         lines.extend(last);
     }
-    let mut b = block(title);
+    // The hidden lanes first: a long axis range must not push them out.
+    let mut b = block(if hidden.is_empty() { title } else { title.replacen(" timeline · ", &format!(" timeline · {hidden}"), 1) });
     if app.timeline_cursor.is_some() {
         b = b.border_style(pal.accent().add_modifier(Modifier::BOLD));
     }
@@ -300,6 +310,7 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         View::Speculation => "speculation",
     };
     let title = match total {
+        _ if !app.filter.is_all() => super::viewdraw::list_title(app, view),
         Some(t) if app.indexed.is_none() => {
             format!(" elements · {view} view · {} of ≥{} (indexing) ", thousands(app.cursor.number), thousands(t.saturating_sub(1)))
         }
@@ -315,6 +326,9 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     let mut header = format!("{:<4} {:>num_w$} ", "st", "elem");
     if wide {
         header.push_str(&format!("{:>14} {:>10} ", "time", if app.zero.is_some() { "Δ from z" } else { "Δ" }));
+    }
+    if app.has_cycles() {
+        header.push_str(&format!("{:>CYC_W$} ", "cycles"));
     }
     // Narrow screens drop the address column: the brief range text has it.
     if app.has_cpus() {
@@ -342,7 +356,7 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     // The end of the trace is a row of its own, saying why when the decode
     // stopped early (a truncated trace, an error that ends the stream).
     let at_end = match (&app.indexed, visible.last()) {
-        (Some(ix), Some(p)) => p.number + 1 >= ix.elements && app.next_pos(*p).is_none(),
+        (Some(_), Some(p)) => app.at_view_end(*p),
         (Some(ix), None) => ix.elements == 0,
         _ => false,
     };
@@ -356,14 +370,18 @@ fn draw_list(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     f.render_widget(Paragraph::new(lines).block(block(title)), area);
 }
 
-/// The blank time and delta columns of rows that have neither.
-fn time_pad(wide: bool) -> String {
+/// The blank time, delta and cycles columns of rows that have none.
+fn time_pad(app: &App, wide: bool) -> String {
+    let cyc = if app.has_cycles() { " ".repeat(CYC_W + 1) } else { String::new() };
     if wide {
-        format!("{:>14} {:>10} ", "", "")
+        format!("{:>14} {:>10} {cyc}", "", "")
     } else {
-        String::new()
+        cyc
     }
 }
+
+/// Width of the cycles column.
+const CYC_W: usize = 7;
 
 /// The delta column: this row's time less the zero mark's (`z`), else the
 /// element before's. Timestamps when both rows have one (as time with
@@ -375,8 +393,10 @@ pub fn delta_text(app: &App, r: &ElemRow) -> String {
     }
     let from = match app.zero {
         Some(z) => z,
-        None if r.number > 0 => r.number - 1,
-        None => return String::new(),
+        None => match app.prev_elem(r.number) {
+            Some(p) => p,
+            None => return String::new(),
+        },
     };
     let Some(o) = app.entry(from).map(|e| &e.row) else { return String::new() };
     let sign = |later: bool| if later { "+" } else { "-" };
@@ -410,7 +430,7 @@ fn human_time(s: f64) -> String {
 
 /// Columns of a row before the function column.
 fn lead_width(app: &App, num_w: usize, wide: bool, addr_col: bool) -> usize {
-    5 + num_w + 1 + if wide { 26 } else { 0 } + if app.has_cpus() { 4 } else { 0 } + 9 + if addr_col { 13 } else { 0 }
+    5 + num_w + 1 + if wide { 26 } else { 0 } + if app.has_cycles() { CYC_W + 1 } else { 0 } + if app.has_cpus() { 4 } else { 0 } + 9 + if addr_col { 13 } else { 0 }
 }
 
 /// The function column shares the row with the element text: at least what
@@ -488,7 +508,7 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
             "{} {:>num_w$} {}{:02x} ↳ speculative {} #{} traced @{} → {} {}",
             r.state.tag(),
             "",
-            time_pad(wide),
+            time_pad(app, wide),
             r.trace_id,
             r.what,
             r.seq,
@@ -503,7 +523,7 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
         let Some(l) = app.expanded.as_ref().and_then(|(_, ls)| ls.get(i)) else {
             return Line::from("");
         };
-        let lead = format!("{:<4} {:>num_w$} {}", "", "", time_pad(wide));
+        let lead = format!("{:<4} {:>num_w$} {}", "", "", time_pad(app, wide));
         let sym = l.symbol.as_ref().map(|s| format!(" <{s}>")).unwrap_or_default();
         return Line::from(vec![
             Span::raw(lead),
@@ -526,6 +546,9 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
         };
         spans.push(Span::styled(t, Style::default().add_modifier(Modifier::DIM)));
         spans.push(Span::styled(format!("{:>10} ", delta_text(app, r)), pal.fg(Color::Cyan)));
+    }
+    if app.has_cycles() {
+        spans.push(Span::styled(format!("{:>CYC_W$} ", fit(&super::cycles::column(r), CYC_W).trim_end()), pal.fg(Color::Yellow)));
     }
     let addr = r.addr.map(|a| format!("{a:#x}")).unwrap_or_default();
     if app.has_cpus() {
@@ -587,6 +610,9 @@ fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         f.render_widget(Paragraph::new("").block(block(" source ".into())), area);
         return;
     };
+    if app.mixed {
+        return super::mixed::draw(f, area, view, disasm, pal);
+    }
     if app.show_disasm {
         let title = format!(" disassembly · {} ", view.function.as_deref().unwrap_or("?"));
         let cur = disasm.iter().position(|l| l.current).unwrap_or(0);
@@ -666,11 +692,15 @@ fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     use std::sync::atomic::Ordering;
     let left = match &app.mode {
         Mode::Goto { input } => format!("go to: {}  (N · ts:T · cc:C · off:B · addr:HEX · fn:NAME; Enter, Esc)", with_caret(input, app.text_at)),
+        Mode::TextSearch { input } => format!("search text: {}  (any case; Enter finds the next, n N repeat, Esc)", with_caret(input, app.text_at)),
+        Mode::Filter { input } => format!("view: {}  (id:HEX · cpu:N · ctx:HEX · vmid:N · merge; empty shows all)", with_caret(input, app.text_at)),
         Mode::Mark { set: true } => "set mark: press a letter".into(),
         Mode::Mark { set: false } => "jump to mark: press a letter".into(),
         _ => {
             if let Some(e) = &app.error {
                 format!("error: {e}")
+            } else if app.filtering() && app.message.is_empty() {
+                super::viewdraw::filter_status(app)
             } else if let Some((_, label)) = &app.finding {
                 format!("searching {label}… element {} (Esc stops)", thousands(app.progress.find_at.load(Ordering::Relaxed)))
             } else if let Some(p) = &app.exporting {
@@ -725,8 +755,10 @@ pub const KEYS: &[(&str, &str)] = &[
     ("Enter", "expand a range into instructions / collapse"),
     ("s", "committed view / speculation view"),
     ("d", "source / disassembly"),
+    ("D", "source lines mixed into the disassembly / off"),
     ("g", "go to: N, instr:N, ts:T, cc:C, off:B, addr:HEX, fn:NAME"),
     ("/", "search functions (fuzzy); Enter goes to the first entry"),
+    ("\\", "search the elements' text; n N repeat"),
     ("n N", "next / previous execution of what was searched"),
     ("x X", "next / previous exception"),
     ("o O", "next / previous gap (no sync, overflow, unreadable code)"),
@@ -735,7 +767,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ("- +", "fold / unfold the call (or loop ×N) under the cursor"),
     ("_", "fold every call deeper than the cursor (again: unfold all)"),
     ("F", "function statistics: ← → sort, s span, Enter first entry"),
-    ("f < >", "timeline: function chart / density; chart depth"),
+    ("b < >", "timeline: function chart / density; chart depth"),
     ("z", "Δ column counts from here (again: from the row before)"),
     ("p P", "next / previous execution of this address"),
     ("m a-z", "set a mark"),
@@ -743,6 +775,9 @@ pub const KEYS: &[(&str, &str)] = &[
     ("[ ]", "back / forward through jumps"),
     ("v", "anchor a selection (again: drop it)"),
     ("w", "export the selection (or marks a..b)"),
+    ("f", "view: id:HEX cpu:N ctx:HEX vmid:N merge (empty: all)"),
+    ("M", "time-merged view of every stream on / off"),
+    ("y", "cycle count rows shown / only in the cycles column"),
     ("= 0", "timeline zoom in / all (t, then + - zoom in / out)"),
     ("H L", "timeline pan left / right"),
     ("t", "timeline cursor: ← → move it, Enter jumps there"),

@@ -28,7 +28,7 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
     if ctrl && matches!(k.code, KeyCode::Char('c')) {
         return Some(Action::Quit);
     }
-    let text_mode = matches!(mode, Mode::Goto { .. } | Mode::Search { .. } | Mode::Export { .. } | Mode::Mark { .. });
+    let text_mode = matches!(mode, Mode::Goto { .. } | Mode::Search { .. } | Mode::Export { .. } | Mode::Mark { .. } | Mode::Filter { .. } | Mode::TextSearch { .. });
     if text_mode {
         if ctrl && matches!(k.code, KeyCode::Char('u')) {
             return Some(Action::ClearLine);
@@ -85,7 +85,7 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
         KeyCode::Char('-') => Action::Fold,
         KeyCode::Char('_') => Action::FoldBelow,
         KeyCode::Char('F') => Action::Stats,
-        KeyCode::Char('f') => Action::Chart,
+        KeyCode::Char('b') => Action::Chart,
         KeyCode::Char('>') => Action::ChartDeeper,
         KeyCode::Char('<') => Action::ChartShallower,
         KeyCode::Char('0') => Action::ZoomReset,
@@ -95,6 +95,11 @@ pub fn key_action(k: &KeyEvent, mode: &Mode) -> Option<Action> {
         KeyCode::Right | KeyCode::Char('l') => Action::Right,
         KeyCode::Char('L') => Action::PanRight,
         KeyCode::Esc => Action::Cancel,
+        KeyCode::Char('f') => Action::Filter,
+        KeyCode::Char('M') => Action::ToggleMerge,
+        KeyCode::Char('y') => Action::ToggleCycleRows,
+        KeyCode::Char('D') => Action::ToggleMixed,
+        KeyCode::Char('\\') => Action::TextSearch,
         _ => return None,
     })
 }

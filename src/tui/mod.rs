@@ -5,12 +5,18 @@
 pub mod app;
 pub mod calls;
 pub mod chart;
+pub mod cycles;
 pub mod draw;
 pub mod keymap;
 pub mod layout;
+pub mod mixed;
 pub mod model;
+pub mod rowmap;
+pub mod search;
 pub mod sourceview;
 pub mod statspane;
+pub mod views;
+pub mod viewdraw;
 pub mod worker;
 
 use std::io;
@@ -159,7 +165,7 @@ fn event_loop(path: &Path, copts: &CaptureOptions) -> Result<(), TuiError> {
     while !app.quit {
         dirty |= app.pump();
         // Progress counters move without messages: repaint while work runs.
-        let busy = app.indexed.is_none() || app.finding.is_some() || app.exporting.is_some();
+        let busy = app.indexed.is_none() || app.finding.is_some() || app.exporting.is_some() || app.filtering();
         if dirty || (busy && last_draw.elapsed() > Duration::from_millis(200)) {
             // Synchronized updates: the terminal shows whole frames only.
             let screen = SCREEN.lock().unwrap_or_else(|e| e.into_inner());

@@ -96,6 +96,17 @@ pub struct ElemRow {
     pub end: Option<u64>,
     pub isa: Isa,
     pub instructions: u32,
+    /// The cycles a cycle count gives this range: its own (ETMv3, PTM), or
+    /// that of the Cycle Count element after it, which counts every range
+    /// committed since the previous count (ETE/ETMv4: a count belongs to
+    /// the most recent commit, ARM ARM D4.3.7.1). Shown on the last range
+    /// it counts.
+    pub range_cycles: Option<u64>,
+    /// A range counted by the cycle count shown on a later range.
+    pub cycles_below: bool,
+    /// A cycle count whose count is on the ranges it counts (its row can
+    /// go: nothing is lost).
+    pub count_folded: bool,
     /// A range ending in an executed call: where its return lands.
     pub call_return: Option<u64>,
     /// A range ending in an executed return.
@@ -217,6 +228,12 @@ pub fn elem_row(number: u64, e: &Element, speculative: bool, context: Option<&Pe
         end,
         isa: e.isa,
         instructions,
+        range_cycles: match e.kind {
+            K::InstrRange { .. } | K::RangeNoPath { .. } => e.cycle_count.map(u64::from),
+            _ => None,
+        },
+        cycles_below: false,
+        count_folded: false,
         call_return,
         is_return,
         function: None,

@@ -101,6 +101,9 @@ pub struct DisasmLine {
     /// `function+0xoff` on the first line and `function` where one starts.
     pub symbol: Option<String>,
     pub current: bool,
+    /// In the mixed view: the source line this instruction starts
+    /// (`file:line  text`), on the first instruction of each line.
+    pub source: Option<String>,
 }
 
 /// The most instructions taken from one range: a corrupt range spanning
@@ -273,6 +276,7 @@ pub fn disassemble(
             text,
             symbol: symbol.clone(),
             current: current == Some(addr),
+            source: None,
         };
         let d = match decode_one(image, space, range.isa, addr) {
             Ok(d) => d,

@@ -42,6 +42,8 @@ pub struct Progress {
     pub request_waiting: AtomicBool,
     /// The call stacks and statistics of the background pass.
     pub calls: Arc<super::calls::CallIndex>,
+    /// Index segments the view's row map has read (see [`super::rowmap`]).
+    pub map_done: AtomicU64,
 }
 
 /// Something to search for, from an element number.
@@ -57,6 +59,11 @@ pub enum FindWhat {
     Entry(Vec<u64>),
     /// A range executing this address.
     Address(u64),
+    /// A range starting at one of `entries` or running into one of
+    /// `inline` (sorted): a function called or inlined.
+    Visit { entries: Vec<u64>, inline: Vec<u64> },
+    /// An element whose text contains this (lower case).
+    Text(String),
     /// The return of the call made by element `from` (same trace ID,
     /// back at `addr` at the same call depth).
     Return { trace_id: u8, addr: u64 },
@@ -77,6 +84,9 @@ pub enum Request {
     Find { generation: u64, from: u64, dir: Dir, what: FindWhat, label: String },
     Export { request: crate::export::ExportRequest },
     Calls(super::calls::CallsRequest),
+    /// Build the row map of a filtered or merged view (replaces the one
+    /// being built).
+    Map { generation: u64, filter: super::rowmap::Filter },
     Quit,
 }
 
@@ -132,6 +142,9 @@ pub struct FunctionInfo {
     pub entries: Vec<u64>,
     /// Times the trace enters it (`None` until counted).
     pub count: Option<u64>,
+    /// Where its inlined instances start (DWARF), sorted: code reached by
+    /// running on, not by a branch to an entry.
+    pub inline: Vec<u64>,
 }
 
 pub enum Response {
@@ -146,6 +159,8 @@ pub enum Response {
     Lanes(Vec<Lane>),
     Exported(Result<crate::export::ExportSummary, crate::export::ExportError>),
     Calls(super::calls::CallsResponse),
+    /// The row map of the view asked for with this generation.
+    Map { generation: u64, map: Arc<super::rowmap::RowMap> },
     Error(String),
 }
 
@@ -228,9 +243,15 @@ fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut d
         .filter_map(|s| Some((s.trace_id?, matches!(s.kind, SourceKind::Etm4(_)))))
         .collect();
     let mut cursor = cap.symbols.as_ref().map(|s| s.cursor());
+    let mut counted = super::cycles::Counted::default();
     run(&mut |number, ev| {
             if number >= last {
-                return false;
+                // On until the ranges of the pages have their cycle counts,
+                // which come after them.
+                if let Event::Element { element, .. } = ev {
+                    counted.take(&mut entries, false, element);
+                }
+                return counted.waiting() && number < last + super::cycles::LOOK_AHEAD;
             }
             match ev {
                 Event::Element { element, .. } => {
@@ -267,6 +288,7 @@ fn page_rows(cap: &Capture, view: View, first_page: u64, count: u64, run: &mut d
                         }
                         entries.push(Entry { notes: std::mem::take(&mut notes), pre: std::mem::take(&mut pre), row });
                     }
+                    counted.take(&mut entries, number >= first, element);
                 }
                 Event::Spec { record, .. } => {
                     if let crate::protocol::etm4::decoder::SpecKind::Atom { .. } = record.kind {
@@ -393,9 +415,10 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
             Request::Source { addr, window, disasm } => {
                 let space = crate::element::MemSpace::ANY;
                 let view = super::sourceview::source_view(cap.symbols.as_ref(), &mut resolver, &cap.plan.image, space, addr, &window, 40);
-                let lines = disasm
+                let mut lines = disasm
                     .map(|r| super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &r, Some(addr), 64))
                     .unwrap_or_default();
+                super::mixed::annotate(cap.symbols.as_ref(), &mut resolver, &mut lines);
                 Response::Source(view, lines)
             }
             Request::Expand { number, range } => {
@@ -407,7 +430,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
                 Some(resp) => resp,
                 None => continue,
             },
-            Request::Find { .. } | Request::Export { .. } => continue,
+            Request::Find { .. } | Request::Export { .. } | Request::Map { .. } => continue,
         };
         if tx.send(resp).is_err() {
             break;
@@ -434,7 +457,33 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
     // requests: function entry counts and the timeline's per-ID lanes.
     let calls = super::calls::PassCalls::new(&cap, progress.calls.clone(), index.file.len());
     let mut pass = Pass::new(&functions, index.file.len(), calls);
+    // A view's row map, when one is asked for: built before the pass goes on.
+    let mut map: Option<super::rowmap::MapBuild> = None;
     loop {
+        if let Some(m) = map.as_mut() {
+            match rx.try_recv() {
+                Ok(r) => {
+                    if !handle_finder(r, &cap, &seeker, &index, &progress, &tx, &mut map) {
+                        break;
+                    }
+                }
+                Err(std::sync::mpsc::TryRecvError::Empty) => {
+                    if !m.step(&seeker) {
+                        let _ = tx.send(Response::Error("filtering: the index no longer fits the trace".into()));
+                        m.next = m.segments;
+                    }
+                    progress.map_done.store(m.next as u64, Ordering::Relaxed);
+                    if m.done() {
+                        if let Some(m) = map.take() {
+                            let generation = m.generation;
+                            let _ = tx.send(Response::Map { generation, map: Arc::new(m.finish()) });
+                        }
+                    }
+                }
+                Err(_) => break,
+            }
+            continue;
+        }
         let req = if pass.done() {
             match rx.recv() {
                 Ok(r) => r,
@@ -463,45 +512,71 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
                 Err(_) => break,
             }
         };
-        progress.request_waiting.store(false, Ordering::Relaxed);
-        match req {
-            Request::Quit => break,
-            Request::Find { generation, from, dir, what, label } => {
-                let result = find(&seeker, &progress, generation, from, dir, &what);
-                if progress.find_generation.load(Ordering::Relaxed) == generation {
-                    let _ = tx.send(Response::Found { generation, result, label });
-                }
-            }
-            Request::Export { request } => {
-                progress.export_cancel.store(false, Ordering::Relaxed);
-                progress.export_done.store(0, Ordering::Relaxed);
-                progress.export_total.store(request.to.saturating_sub(request.from), Ordering::Relaxed);
-                let r = crate::export::export(&cap, &seeker, &request, &progress.export_done, &progress.export_cancel);
-                let _ = tx.send(Response::Exported(r));
-            }
-            Request::Calls(r) => {
-                if let Some(resp) = super::calls::serve(&seeker, &progress.calls, r) {
-                    let _ = tx.send(resp);
-                }
-            }
-            Request::Pages { .. } | Request::Source { .. } | Request::Expand { .. } => {}
+        if !handle_finder(req, &cap, &seeker, &index, &progress, &tx, &mut map) {
+            break;
         }
     }
 }
 
+/// One request to the finder. False when it should stop.
+fn handle_finder(
+    req: Request,
+    cap: &Capture,
+    seeker: &Seeker<'_>,
+    index: &Index,
+    progress: &Progress,
+    tx: &Sender<Response>,
+    map: &mut Option<super::rowmap::MapBuild>,
+) -> bool {
+    progress.request_waiting.store(false, Ordering::Relaxed);
+    match req {
+        Request::Quit => return false,
+        Request::Map { generation, filter } => {
+            progress.map_done.store(0, Ordering::Relaxed);
+            // Every element: nothing to build (a build under way stops).
+            *map = (!filter.is_all()).then(|| super::rowmap::MapBuild::new(generation, filter, index.file.len()));
+        }
+        Request::Find { generation, from, dir, what, label } => {
+            let result = find(seeker, progress, generation, from, dir, &what);
+            if progress.find_generation.load(Ordering::Relaxed) == generation {
+                let _ = tx.send(Response::Found { generation, result, label });
+            }
+        }
+        Request::Export { request } => {
+            progress.export_cancel.store(false, Ordering::Relaxed);
+            progress.export_done.store(0, Ordering::Relaxed);
+            progress.export_total.store(request.to.saturating_sub(request.from), Ordering::Relaxed);
+            let r = crate::export::export(cap, seeker, &request, &progress.export_done, &progress.export_cancel);
+            let _ = tx.send(Response::Exported(r));
+        }
+        Request::Calls(r) => {
+            if let Some(resp) = super::calls::serve(seeker, &progress.calls, r) {
+                let _ = tx.send(resp);
+            }
+        }
+        Request::Pages { .. } | Request::Source { .. } | Request::Expand { .. } => {}
+    }
+    true
+}
+
 fn function_list(cap: &Capture) -> Vec<FunctionInfo> {
     let Some(sym) = &cap.symbols else { return Vec::new() };
-    sym.function_table()
+    let mut list: Vec<FunctionInfo> = sym
+        .function_table()
         .functions
         .iter()
-        .map(|f| FunctionInfo { name: f.name.clone(), entries: f.ranges.iter().map(|r| r.start).collect(), count: None })
-        .collect()
+        .map(|f| FunctionInfo { name: f.name.clone(), entries: f.ranges.iter().map(|r| r.start).collect(), count: None, inline: Vec::new() })
+        .collect();
+    super::search::add_inline_instances(&mut list, sym.inline_instances());
+    list
 }
 
 /// The background pass: per function, how often the trace enters it; per
 /// trace ID and index segment, instructions, exceptions and gaps.
 struct Pass {
     by_addr: HashMap<u64, usize>,
+    /// Inlined instances' starts and their function, sorted.
+    inline: Vec<(u64, usize)>,
     counts: Vec<u64>,
     lanes: std::collections::BTreeMap<u8, Vec<LaneBin>>,
     next: usize,
@@ -531,12 +606,15 @@ pub struct Lane {
 impl Pass {
     fn new(functions: &[FunctionInfo], segments: usize, calls: super::calls::PassCalls) -> Pass {
         let mut by_addr = HashMap::new();
+        let mut inline = Vec::new();
         for (i, f) in functions.iter().enumerate() {
             for a in &f.entries {
                 by_addr.insert(*a, i);
             }
+            inline.extend(f.inline.iter().map(|a| (*a, i)));
         }
-        Pass { by_addr, counts: vec![0; functions.len()], lanes: Default::default(), next: 0, lanes_len: segments, calls }
+        inline.sort_unstable();
+        Pass { by_addr, inline, counts: vec![0; functions.len()], lanes: Default::default(), next: 0, lanes_len: segments, calls }
     }
 
     fn done(&self) -> bool {
@@ -562,10 +640,17 @@ impl Pass {
             }
             let bin = &mut self.lanes.entry(e.element.trace_id).or_insert_with(|| vec![LaneBin::default(); n])[k * LANE_SUB + sub];
             match e.element.kind {
-                ElementKind::InstrRange { start, count, .. } => {
+                ElementKind::InstrRange { start, end, count, .. } => {
                     bin.instructions += count as u64;
                     if let Some(&i) = self.by_addr.get(&start) {
                         self.counts[i] += 1;
+                    }
+                    // Inlined code is entered by running into it.
+                    let from = self.inline.partition_point(|x| x.0 < start);
+                    for &(_, i) in self.inline[from..].iter().take_while(|x| x.0 < end) {
+                        if !self.by_addr.contains_key(&start) || self.by_addr[&start] != i {
+                            self.counts[i] += 1;
+                        }
                     }
                 }
                 ElementKind::RangeNoPath { count, .. } => bin.instructions += count as u64,
@@ -592,6 +677,11 @@ fn matches(what: &FindWhat, e: &crate::element::Element) -> bool {
         FindWhat::Gap => matches!(e.kind, K::NoSync(_) | K::TraceOn(_) | K::EndOfTrace(_) | K::AddrNotAccessible { .. } | K::AddrUnknown),
         FindWhat::Entry(starts) => matches!(e.kind, K::InstrRange { start, .. } if starts.contains(&start)),
         FindWhat::Address(a) => matches!(e.kind, K::InstrRange { start, end, .. } if start <= *a && *a < end),
+        FindWhat::Visit { entries, inline } => match e.kind {
+            K::InstrRange { start, end, .. } => entries.contains(&start) || super::search::runs_into(inline, start, end),
+            _ => false,
+        },
+        FindWhat::Text(t) => super::search::text_has(e, t),
         _ => false,
     }
 }
