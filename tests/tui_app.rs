@@ -965,7 +965,7 @@ fn statistics_pane_is_the_profile_and_goes_to_entries() {
 
         // Sorted by self instructions, largest first; → sorts by the next.
         let sorted = |app: &App, c: Column| {
-            let rows = tracesight::tui::statspane::sorted(&app.calls.stats);
+            let rows = tracesight::tui::calls::sorted(&app.calls.stats);
             rows.windows(2).all(|w| c.value(&w[0].stats) >= c.value(&w[1].stats))
         };
         assert!(sorted(&app, Column::SelfInstructions));
@@ -982,7 +982,7 @@ fn statistics_pane_is_the_profile_and_goes_to_entries() {
         // Enter goes to the selected function's first entry; n goes on.
         act(&mut app, &[Action::Down]);
         let (key, name) = {
-            let r = tracesight::tui::statspane::sorted(&app.calls.stats)[1];
+            let r = tracesight::tui::calls::sorted(&app.calls.stats)[1];
             (r.key, r.name.clone())
         };
         act(&mut app, &[Action::Submit]);

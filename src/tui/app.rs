@@ -385,7 +385,7 @@ impl App {
         }
         if let Some(pages) = self.view_pages() {
             self.want_pages(pages.into_iter());
-            super::calls::request_visible(self);
+            self.request_calls();
             self.ask_source();
             return;
         }
@@ -399,7 +399,7 @@ impl App {
         // Folded rows hide elements: the pages of the rows shown too.
         let shown: Vec<u64> = self.visible().iter().map(|p| p.number / PAGE).collect();
         self.want_pages((first..=last + 1).chain(std::iter::once(cursor)).chain(shown));
-        super::calls::request_visible(self);
+        self.request_calls();
         self.ask_source();
     }
 
@@ -833,7 +833,7 @@ impl App {
                     Err(e) => format!("export failed: {e}"),
                 };
             }
-            Response::Calls(r) => super::calls::on_response(self, r),
+            Response::Calls(r) => self.on_calls_response(r),
             Response::Error(e) => {
                 self.message = e.clone();
                 if self.indexed.is_none() {
@@ -894,7 +894,7 @@ impl App {
         }
         match self.mode.clone() {
             Mode::Normal => self.update_normal(a),
-            Mode::Stats => super::statspane::update(self, a),
+            Mode::Stats => self.stats_update(a),
             Mode::Help => {
                 if matches!(a, Action::Cancel | Action::Help | Action::Quit | Action::Submit) {
                     self.mode = Mode::Normal;
@@ -1174,7 +1174,7 @@ impl App {
             },
             Action::CallReturn => match self.entry(self.cursor.number).map(|e| (e.row.call_return, e.row.trace_id)) {
                 Some((Some(addr), trace_id)) => self.find_rel(Dir::Forward, FindWhat::Return { trace_id, addr }, "return"),
-                _ if super::calls::return_to_call(self) => {}
+                _ if self.return_to_call() => {}
                 _ => self.message = "not a call or a return (with its call known): % works on ranges ending in either".into(),
             },
             Action::ZeroMark => {
@@ -1234,9 +1234,9 @@ impl App {
             }
             Action::Left | Action::Right => {}
             Action::Fold | Action::Unfold | Action::FoldBelow | Action::Chart | Action::ChartDeeper | Action::ChartShallower => {
-                super::calls::on_action(self, a)
+                self.on_calls_action(a)
             }
-            Action::Stats => super::statspane::open(self),
+            Action::Stats => self.open_stats(),
             Action::Click(x, y) => self.click(x, y),
             Action::Submit => {
                 // Enter on the list expands, as `e` does in other viewers.

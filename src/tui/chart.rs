@@ -9,8 +9,8 @@ use ratatui::text::{Line, Span};
 
 use super::app::{App, Axis};
 use super::calls::{CHART_DEPTHS, NOTHING};
-use super::draw::Palette;
-use super::worker::LANE_SUB;
+use super::style::Palette;
+use super::model::LANE_SUB;
 
 const COLORS: [Color; 6] = [Color::Blue, Color::Magenta, Color::Green, Color::Yellow, Color::Cyan, Color::Red];
 

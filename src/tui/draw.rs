@@ -4,62 +4,15 @@
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use ratatui::widgets::{Clear, Paragraph};
 use ratatui::Frame;
 
 use super::app::{App, Axis, Mode, Pos};
 use super::model::{ElemRow, RowKind, RowState, View};
 use super::sourceview::SourceStatus;
-use super::worker::LANE_SUB;
-
-/// Colors, or none at all when NO_COLOR is set: every state also has a text
-/// tag, so nothing depends on color alone.
-#[derive(Clone, Copy, Debug)]
-pub struct Palette {
-    pub color: bool,
-}
-
-impl Palette {
-    pub fn from_env() -> Palette {
-        Palette { color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) }
-    }
-
-    pub(crate) fn fg(&self, c: Color) -> Style {
-        if self.color {
-            Style::default().fg(c)
-        } else {
-            Style::default()
-        }
-    }
-
-    /// The named ANSI colors follow the terminal's own theme, so they read on
-    /// dark and light backgrounds alike.
-    pub fn state(&self, s: RowState) -> Style {
-        match s {
-            RowState::Plain => Style::default(),
-            RowState::Committed => self.fg(Color::Green),
-            RowState::Speculative => self.fg(Color::Yellow).add_modifier(Modifier::ITALIC),
-            RowState::Canceled => self.fg(Color::Red).add_modifier(Modifier::CROSSED_OUT),
-            RowState::Corrected => self.fg(Color::Magenta),
-            RowState::Discarded => self.fg(Color::Blue).add_modifier(Modifier::DIM),
-            RowState::Lost => self.fg(Color::Red).add_modifier(Modifier::BOLD),
-        }
-    }
-
-    pub fn kind(&self, k: RowKind) -> Style {
-        match k {
-            RowKind::Exception | RowKind::ExceptionReturn => self.fg(Color::Cyan).add_modifier(Modifier::BOLD),
-            RowKind::Gap => self.fg(Color::Red).add_modifier(Modifier::BOLD),
-            RowKind::Nacc => self.fg(Color::Red),
-            RowKind::Time | RowKind::Context => Style::default().add_modifier(Modifier::DIM),
-            _ => Style::default(),
-        }
-    }
-
-    pub(crate) fn accent(&self) -> Style {
-        self.fg(Color::Cyan)
-    }
-}
+use super::model::LANE_SUB;
+pub use super::style::Palette;
+use super::style::{block, thousands};
 
 pub fn draw(app: &App, f: &mut Frame<'_>) {
     let pal = Palette::from_env();
@@ -93,22 +46,6 @@ pub fn draw_with(app: &App, f: &mut Frame<'_>, pal: Palette) {
         Mode::Stats => super::statspane::draw(app, f, a.list.union(a.source), pal),
         _ => {}
     }
-}
-
-pub(super) fn block(title: String) -> Block<'static> {
-    Block::default().borders(Borders::ALL).title(title)
-}
-
-pub(crate) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 // ---- timeline ---------------------------------------------------------------
@@ -558,7 +495,7 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
     if addr_col {
         spans.push(Span::raw(format!("{:<12} ", fit(&addr, 12))));
     }
-    let indent = super::calls::indent(app, r.number, func_w / 2);
+    let indent = super::folding::indent(app, r.number, func_w / 2);
     spans.push(Span::styled(fit(&format!("{indent}{}", r.function.as_deref().unwrap_or("")), func_w), pal.accent()));
     spans.push(Span::raw(" "));
     let style = if r.state == RowState::Plain || r.state == RowState::Committed { pal.kind(r.kind) } else { pal.state(r.state) };
@@ -573,11 +510,11 @@ fn row_line(app: &App, p: Pos, num_w: usize, func_w: usize, wide: bool, addr_col
     let fits = |t: &str| room + marker.chars().count() + t.chars().count() <= app.list_inner_width();
     let text = if wide && fits(&r.text) { &r.text } else { &r.brief };
     // A folded call shows what it cost; a folded loop how often it ran.
-    if let Some(folded) = super::calls::folded_text(app, r.number) {
+    if let Some(folded) = super::folding::folded_text(app, r.number) {
         spans.push(Span::styled(folded, pal.accent().add_modifier(Modifier::BOLD)));
         return Line::from(spans);
     }
-    let times = super::calls::run_suffix(app, r.number).unwrap_or_default();
+    let times = super::folding::run_suffix(app, r.number).unwrap_or_default();
     spans.push(Span::styled(format!("{marker}{text}{times}"), style));
     Line::from(spans)
 }
@@ -652,7 +589,7 @@ fn draw_source(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     }
     lines.push(Line::from(head));
     // The call stack at the cursor, outermost first.
-    if let Some(b) = super::calls::breadcrumb(app, area.width.saturating_sub(3) as usize) {
+    if let Some(b) = super::folding::breadcrumb(app, area.width.saturating_sub(3) as usize) {
         lines.insert(0, Line::from(Span::styled(b, Style::default().add_modifier(Modifier::DIM))));
     }
     let body = h.saturating_sub(lines.len());
@@ -725,7 +662,7 @@ fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     if app.indexed.as_ref().is_some_and(|i| i.unsaved.is_some()) {
         right = format!(" index in memory ·{right}");
     }
-    if let Some(note) = super::calls::status_note(app) {
+    if let Some(note) = super::folding::status_note(app) {
         right = format!(" {note} ·{right}");
     }
     if let Some(a) = app.anchor {

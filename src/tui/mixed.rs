@@ -10,7 +10,7 @@ use ratatui::Frame;
 
 use crate::symbols::{SourceResolver, Symbolizer};
 
-use super::draw::{block, Palette};
+use super::style::{block, Palette};
 use super::sourceview::{DisasmLine, SourceView};
 
 /// Give each instruction that starts a new source line that line's text

@@ -241,3 +241,7 @@ pub fn elem_row(number: u64, e: &Element, speculative: bool, context: Option<&Pe
         brief,
     }
 }
+
+/// Each index segment is cut into this many equal runs of elements for the
+/// lanes, so that a small capture (a segment or two) still shows its shape.
+pub const LANE_SUB: usize = 32;

@@ -2,8 +2,43 @@
 //! the text of elements (`\`).
 
 use crate::element::Element;
+use crate::index::SeekTarget;
 
-use super::worker::{FindWhat, FunctionInfo};
+/// Something to search for, from an element number.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FindWhat {
+    /// A `g` position (element, ts:, cc:, off:, addr:, fn:).
+    Target(SeekTarget),
+    Exception,
+    Gap,
+    /// A speculative element that did not simply commit.
+    Speculation,
+    /// A range starting at one of these addresses (a function's entries).
+    Entry(Vec<u64>),
+    /// A range executing this address.
+    Address(u64),
+    /// A range starting at one of `entries` or running into one of
+    /// `inline` (sorted): a function called or inlined.
+    Visit { entries: Vec<u64>, inline: Vec<u64> },
+    /// An element whose text contains this (lower case).
+    Text(String),
+    /// The return of the call made by element `from` (same trace ID,
+    /// back at `addr` at the same call depth).
+    Return { trace_id: u8, addr: u64 },
+}
+
+/// A function the `/` search lists.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FunctionInfo {
+    pub name: String,
+    pub entries: Vec<u64>,
+    /// Times the trace enters it (`None` until counted).
+    pub count: Option<u64>,
+    /// Where its inlined instances start (DWARF), sorted: code reached by
+    /// running on, not by a branch to an entry.
+    pub inline: Vec<u64>,
+}
+
 
 /// Add the inlined instances `(name, start)` to the functions of those
 /// names, and a function of its own for a name only ever inlined.

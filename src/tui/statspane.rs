@@ -14,48 +14,9 @@ use crate::index::SeekTarget;
 use crate::profile::stats::Column;
 
 use super::app::{Action, App, LastSearch, Mode};
-use super::calls::{CallsRequest, Span, StatsTable};
-use super::draw::{thousands, Palette};
+use super::calls::{sorted, CallsRequest, Scope, Span, StatsTable};
+use super::style::{thousands, Palette};
 use super::worker::{Dir, FindWhat, Request};
-
-/// What the pane covers.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Scope {
-    #[default]
-    Whole,
-    Zoom,
-    Selection,
-}
-
-impl Scope {
-    fn next(self) -> Scope {
-        match self {
-            Scope::Whole => Scope::Zoom,
-            Scope::Zoom => Scope::Selection,
-            Scope::Selection => Scope::Whole,
-        }
-    }
-}
-
-/// The pane's state.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StatsPane {
-    pub scope: Scope,
-    pub sort: Column,
-    pub selected: usize,
-    pub table: Option<StatsTable>,
-    pub pending: bool,
-    pub error: Option<String>,
-    /// The span last asked for: an older answer still on its way is not
-    /// shown for it.
-    asked: Option<Span>,
-}
-
-impl Default for StatsPane {
-    fn default() -> Self {
-        StatsPane { scope: Scope::Whole, sort: Column::SelfInstructions, selected: 0, table: None, pending: false, error: None, asked: None }
-    }
-}
 
 /// Sortable columns in the order ← → step through them, with their headers.
 const COLUMNS: [(Column, &str, usize); 10] = [
@@ -70,14 +31,6 @@ const COLUMNS: [(Column, &str, usize); 10] = [
     (Column::Max, "max/call", 10),
     (Column::Average, "avg/call", 10),
 ];
-
-/// The table's rows in display order: largest first, ties by name.
-pub fn sorted(pane: &StatsPane) -> Vec<&super::calls::StatRow> {
-    let Some(t) = &pane.table else { return Vec::new() };
-    let mut rows: Vec<_> = t.rows.iter().collect();
-    rows.sort_by(|a, b| pane.sort.value(&b.stats).cmp(&pane.sort.value(&a.stats)).then_with(|| a.name.cmp(&b.name)));
-    rows
-}
 
 /// The span of the timeline's zoom as index segments.
 fn zoom_segments(app: &App) -> Option<(usize, usize)> {
@@ -117,8 +70,19 @@ fn ask(app: &mut App) {
     }
 }
 
-/// `F`: open the pane.
-pub fn open(app: &mut App) {
+impl App {
+    /// `F`: open the pane.
+    pub(super) fn open_stats(&mut self) {
+        open(self)
+    }
+
+    /// Keys while the pane is open.
+    pub(super) fn stats_update(&mut self, a: Action) {
+        update(self, a)
+    }
+}
+
+fn open(app: &mut App) {
     app.mode = Mode::Stats;
     if app.anchor.is_some() {
         app.calls.stats.scope = Scope::Selection;
@@ -141,8 +105,7 @@ pub fn on_table(app: &mut App, t: Result<StatsTable, String>) {
     }
 }
 
-/// Keys while the pane is open.
-pub fn update(app: &mut App, a: Action) {
+fn update(app: &mut App, a: Action) {
     let rows = sorted(&app.calls.stats).len();
     let page = app.list_height().max(2) - 1;
     let pane = &mut app.calls.stats;

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 
 use super::app::App;
-use super::draw::thousands;
+use super::style::thousands;
 
 /// The list title of a filtered or merged view: what it keeps and where the
 /// cursor is among its rows.

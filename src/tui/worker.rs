@@ -20,6 +20,8 @@ use crate::index::{Index, IndexOptions, SeekTarget, Seeker};
 use crate::protocol::etm4::decoder::SpecState;
 use crate::session::{Event, SourceKind};
 
+pub use super::model::LANE_SUB;
+pub use super::search::{FindWhat, FunctionInfo};
 use super::model::{self, Entry, View, PAGE};
 
 /// Counters the draw functions read without asking the worker.
@@ -44,29 +46,6 @@ pub struct Progress {
     pub calls: Arc<super::calls::CallIndex>,
     /// Index segments the view's row map has read (see [`super::rowmap`]).
     pub map_done: AtomicU64,
-}
-
-/// Something to search for, from an element number.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FindWhat {
-    /// A `g` position (element, ts:, cc:, off:, addr:, fn:).
-    Target(SeekTarget),
-    Exception,
-    Gap,
-    /// A speculative element that did not simply commit.
-    Speculation,
-    /// A range starting at one of these addresses (a function's entries).
-    Entry(Vec<u64>),
-    /// A range executing this address.
-    Address(u64),
-    /// A range starting at one of `entries` or running into one of
-    /// `inline` (sorted): a function called or inlined.
-    Visit { entries: Vec<u64>, inline: Vec<u64> },
-    /// An element whose text contains this (lower case).
-    Text(String),
-    /// The return of the call made by element `from` (same trace ID,
-    /// back at `addr` at the same call depth).
-    Return { trace_id: u8, addr: u64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,17 +113,6 @@ pub struct Indexed {
     pub stop: Option<String>,
     /// The index could not be written and lives in memory only: why.
     pub unsaved: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct FunctionInfo {
-    pub name: String,
-    pub entries: Vec<u64>,
-    /// Times the trace enters it (`None` until counted).
-    pub count: Option<u64>,
-    /// Where its inlined instances start (DWARF), sorted: code reached by
-    /// running on, not by a branch to an entry.
-    pub inline: Vec<u64>,
 }
 
 pub enum Response {
@@ -426,7 +394,7 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
                 let lines = super::sourceview::disassemble(&cap.plan.image, space, cap.symbols.as_ref(), &range, None, 4096);
                 Response::Expanded { number, lines }
             }
-            Request::Calls(r) => match index.as_ref().and_then(|i| super::calls::serve(&cap.seeker(&i.file), &progress.calls, r)) {
+            Request::Calls(r) => match index.as_ref().and_then(|i| super::calls::serve(&cap.seeker(&i.file), &progress.calls, r).map(Response::Calls)) {
                 Some(resp) => resp,
                 None => continue,
             },
@@ -504,7 +472,7 @@ pub fn finder(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx:
                         if !functions.is_empty() {
                             let _ = tx.send(Response::Functions(functions.clone()));
                         }
-                        let _ = tx.send(pass.calls.ready());
+                        let _ = tx.send(Response::Calls(pass.calls.ready()));
                         let _ = tx.send(Response::Lanes(pass.lanes()));
                     }
                     continue;
@@ -550,7 +518,7 @@ fn handle_finder(
             let _ = tx.send(Response::Exported(r));
         }
         Request::Calls(r) => {
-            if let Some(resp) = super::calls::serve(seeker, &progress.calls, r) {
+            if let Some(resp) = super::calls::serve(seeker, &progress.calls, r).map(Response::Calls) {
                 let _ = tx.send(resp);
             }
         }
@@ -584,9 +552,6 @@ struct Pass {
     calls: super::calls::PassCalls,
 }
 
-/// Each index segment is cut into this many equal runs of elements for the
-/// lanes, so that a small capture (a segment or two) still shows its shape.
-pub const LANE_SUB: usize = 32;
 
 /// A run of elements of one trace ID (a [`LANE_SUB`]th of an index segment).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
