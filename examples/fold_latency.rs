@@ -9,7 +9,9 @@
 //! ```
 //!
 //! The background pass must end first (call depth is known after it); its
-//! time is printed.
+//! time is printed. Then, before the folds, the frame time of the
+//! statistics pane and of the function chart (300 frames each, 160x48 and
+//! 80x24), which come from that pass.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -61,6 +63,38 @@ fn summary(label: &str, ms: &mut [f64]) {
     println!("{label:<24} n={:<4} median {:>7.2} ms  p90 {:>7.2} ms  max {:>7.2} ms", ms.len(), q(0.5), q(0.9), ms[ms.len() - 1]);
 }
 
+/// Whole frames (cleared, then drawn, as the render bench draws them) of
+/// the statistics pane over the whole capture and of the function chart,
+/// in the middle of the capture, at 160x48 and 80x24.
+fn frame_times(app: &mut App, term: &mut Terminal<TestBackend>, total: u64) {
+    app.jump_to(total / 2, false);
+    assert!(settle(app, term, |_| true), "the screen did not load");
+    app.update(Action::Stats);
+    assert!(settle(app, term, |a| a.calls.stats.table.is_some()), "no statistics");
+    let time = |app: &mut App, label: &str| {
+        for (w, h) in [SIZE, (80, 24)] {
+            app.update(Action::Resize(w, h));
+            let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+            let mut ms = Vec::new();
+            for _ in 0..300 {
+                let s = Instant::now();
+                t.clear().expect("clearing");
+                t.draw(|f| draw::draw(app, f)).expect("drawing");
+                ms.push(s.elapsed().as_secs_f64() * 1e3);
+            }
+            summary(&format!("{label} frame {w}x{h}"), &mut ms);
+        }
+        app.update(Action::Resize(SIZE.0, SIZE.1));
+    };
+    time(app, "statistics");
+    app.update(Action::Cancel);
+    app.update(Action::Chart);
+    app.update(Action::ChartDeeper);
+    time(app, "function chart");
+    app.update(Action::Chart);
+    let _ = term.clear();
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let Some(path) = args.get(1) else {
@@ -79,6 +113,7 @@ fn main() {
     let total = app.total().unwrap();
     println!("{path}: {total} elements, background pass done after {:.2} s", t0.elapsed().as_secs_f64());
     let mut term = Terminal::new(TestBackend::new(SIZE.0, SIZE.1)).expect("terminal");
+    frame_times(&mut app, &mut term, total);
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let (mut folds, mut unfolds) = (Vec::new(), Vec::new());
     let mut skipped = 0;

@@ -351,7 +351,7 @@ fn library_export_across_many_checkpoints_and_cancel() {
     let progress = AtomicU64::new(0);
     let never = AtomicBool::new(false);
     for (from, to) in [(0, u64::MAX), (total / 3, total / 3 + 200_000), (total - 10, total + 10)] {
-        let req = ExportRequest { from, to, format: ExportFormat::Opencsd, path: out.clone(), speculation: false };
+        let req = ExportRequest { from, to, format: ExportFormat::Opencsd, path: out.clone(), speculation: false, keep: None };
         let s = export(&cap, &seeker, &req, &progress, &never).unwrap();
         let text = std::fs::read_to_string(&out).unwrap();
         let end = to.min(total) as usize;
@@ -367,7 +367,7 @@ fn library_export_across_many_checkpoints_and_cancel() {
     let dest = work.join("trace.json");
     std::fs::write(&dest, "old").unwrap();
     for format in ExportFormat::ALL {
-        let req = ExportRequest { from: 0, to: total, format, path: dest.clone(), speculation: false };
+        let req = ExportRequest { from: 0, to: total, format, path: dest.clone(), speculation: false, keep: None };
         let cancel = AtomicBool::new(true);
         assert!(matches!(export(&cap, &seeker, &req, &progress, &cancel), Err(ExportError::Cancelled)), "{format}");
         let cancel = AtomicBool::new(false);
@@ -394,10 +394,10 @@ fn library_export_across_many_checkpoints_and_cancel() {
     }
 
     // A destination whose directory is missing: an I/O error naming it.
-    let req = ExportRequest { from: 0, to: 10, format: ExportFormat::Csv, path: work.join("gone/x.csv"), speculation: false };
+    let req = ExportRequest { from: 0, to: 10, format: ExportFormat::Csv, path: work.join("gone/x.csv"), speculation: false, keep: None };
     let e = export(&cap, &seeker, &req, &progress, &never).unwrap_err();
     assert!(matches!(e, ExportError::Io { .. }) && e.to_string().contains("gone/x.csv"), "{e}");
-    let req = ExportRequest { from: 10, to: 5, format: ExportFormat::Csv, path: work.join("x.csv"), speculation: false };
+    let req = ExportRequest { from: 10, to: 5, format: ExportFormat::Csv, path: work.join("x.csv"), speculation: false, keep: None };
     assert!(matches!(export(&cap, &seeker, &req, &progress, &never), Err(ExportError::BadRange { .. })));
     assert_eq!(entries(&work), ["demo.tsidx", "trace.json"]);
     let _ = std::fs::remove_dir_all(scratch("lib"));

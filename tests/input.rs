@@ -430,3 +430,22 @@ fn fixture_quirks() {
     let empty = TraceFile::open(&wfet.buffer("ETB_2").unwrap().path).unwrap();
     assert!(empty.is_empty());
 }
+
+#[test]
+fn cores_give_their_sources_cpu_numbers() {
+    let Some(root) = fixtures() else { return };
+    let open = |n: &str| Snapshot::open(&root.join(n)).unwrap();
+    // cpu_N names: the number in the name.
+    let juno = open("juno_r1_1");
+    let cpus: Vec<_> = (0..6).map(|i| juno.cpu_for_source(&format!("ETM_{i}"))).collect();
+    assert_eq!(cpus, (0..6).map(Some).collect::<Vec<_>>());
+    assert_eq!(juno.cpu_for_source("STM_12"), None, "not a core's trace");
+    // Several sources on one core share its CPU.
+    let cmpbr = open("feat_cmpbr");
+    assert_eq!(cmpbr.cpu_for_source("ETE_0_s1"), Some(0));
+    assert_eq!(cmpbr.cpu_for_source("ETE_0_s6"), Some(0));
+    // Cortex-A7_0 .. Cortex-A15_1: the numbers collide, so the listed order.
+    let tc2 = open("trace_cov_a15");
+    let cpus: Vec<_> = ["ETM_0_4", "ETM_1_5", "ETM_2_6", "PTM_0_2", "PTM_1_3"].iter().map(|s| tc2.cpu_for_source(s)).collect();
+    assert_eq!(cpus, (0..5).map(Some).collect::<Vec<_>>());
+}

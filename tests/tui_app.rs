@@ -1101,7 +1101,7 @@ fn a_trace_id_filter_shows_one_core() {
         assert_eq!(app.entry(p.number).unwrap().row.trace_id, 0x11, "row of element {}", p.number);
     }
     let (text, _) = screen(&app, PLAIN);
-    assert!(text.contains("id:11 · row 0 of"), "the title names the view:\n{text}");
+    assert!(text.contains("cpu:1 · row 0 of"), "the title names the view by its CPU (cpu_1=ETM_1 in trace.ini):\n{text}");
     insta::assert_snapshot!("juno_filter_id11_160x48", text);
     act(&mut app, &[Action::PageDown, Action::PageDown, Action::Down]);
     settle(&mut app);
@@ -1125,6 +1125,116 @@ fn a_trace_id_filter_shows_one_core() {
     let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
 
+/// A filtered view searches and exports what it shows: a text search
+/// passes over the other cores' matches (the capture's first range is
+/// core 0's), and an export of a selection writes the selected rows only.
+#[test]
+fn a_filtered_view_searches_and_exports_only_its_rows() {
+    let Some((mut app, dir)) = open_fixture("juno_r1_1", (160, 48)) else { return };
+    set_view(&mut app, "cpu:1");
+    let map = app.rowmap.clone().expect("the view's rows");
+    act(&mut app, &[Action::Top, Action::TextSearch]);
+    typed(&mut app, "instr_range");
+    app.update(Action::Submit);
+    found(&mut app);
+    let hit = app.cursor.number;
+    let row = app.entry(hit).unwrap().row.clone();
+    assert_eq!((row.trace_id, row.kind), (0x11, RowKind::Range), "{}", app.message);
+    let hit_row = map.row_of(hit).expect("the hit is a row of the view");
+    for r in 1..hit_row {
+        let n = map.element_at(r).unwrap();
+        assert_ne!(app.entry(n).map(|e| e.row.kind), Some(RowKind::Range), "row {r} (element {n}) is an earlier range of the view");
+    }
+    // Twenty rows down from the hit, exported as OpenCSD lines.
+    let out = dir.parent().unwrap().join("view.txt");
+    act(&mut app, &[Action::Anchor]);
+    act(&mut app, &[Action::Down; 20]);
+    settle(&mut app);
+    let last = app.cursor.number;
+    act(&mut app, &[Action::Export, Action::ClearLine]);
+    typed(&mut app, out.to_str().unwrap());
+    app.update(Action::Submit);
+    assert!(app.message.contains("exporting 21 elements of view cpu:1"), "{}", app.message);
+    wait(&mut app, "the export", |a| a.exporting.is_none());
+    assert!(app.message.starts_with("exported 21 elements"), "{}", app.message);
+    let text = std::fs::read_to_string(&out).unwrap();
+    let idx: Vec<u64> = text.lines().filter_map(|l| l.strip_prefix("Idx:")).map(|l| l.split(';').next().unwrap().parse().unwrap()).collect();
+    let ids: Vec<&str> = text.lines().filter_map(|l| l.split("; ID:").nth(1)).map(|l| l.split(';').next().unwrap()).collect();
+    assert_eq!(ids.len(), 21, "one line per row:\n{text}");
+    assert!(ids.iter().all(|id| *id == "11"), "another core's element in the export:\n{text}");
+    assert!(idx.windows(2).all(|w| w[0] <= w[1]), "capture order");
+    let span: Vec<u64> = (hit_row..=hit_row + 20).map(|r| map.element_at(r).unwrap()).collect();
+    assert_eq!((span[0], span[20]), (hit, last));
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
+/// The six cores of juno_r1_1 interleave in one buffer: `-` on a call
+/// that other cores' elements run inside does not fold it (they would be
+/// hidden with it) and names the core's view, where the same call folds.
+#[test]
+fn a_fold_never_hides_another_cores_rows() {
+    let Some((mut app, dir)) = open_fixture("juno_r1_1", (160, 48)) else { return };
+    wait(&mut app, "the call stacks", |a| a.calls.ready);
+    settle(&mut app);
+    let total = app.indexed.as_ref().unwrap().elements;
+    // Rows inside a call (a frame a call entered), page by page.
+    let mut refused = None;
+    'pages: for _ in 0..total / 20 {
+        let inside: Vec<u64> = app
+            .visible()
+            .iter()
+            .map(|p| p.number)
+            .filter(|n| app.calls.row(*n).is_some_and(|r| r.frames.last().is_some_and(|f| f.call.is_some() && f.entry < *n)))
+            .collect();
+        for n in inside {
+            goto(&mut app, n);
+            app.update(Action::Fold);
+            wait(&mut app, "the fold", |a| a.calls.fold_pending.is_empty());
+            if app.message.starts_with("not folded: ") {
+                refused = Some((n, app.calls.row(n).unwrap().frames.last().unwrap().entry));
+                break 'pages;
+            }
+            // A call folded: no other core's element inside it is loaded.
+            if let Some(f) = app.calls.folds.values().next().cloned() {
+                let own = app.entry(f.entry).unwrap().row.trace_id;
+                for m in f.entry..=f.end {
+                    if let Some(e) = app.entry(m) {
+                        assert_eq!(e.row.trace_id, own, "element {m} of another core inside the fold {}..={}", f.entry, f.end);
+                    }
+                }
+                goto(&mut app, f.entry);
+                app.update(Action::Unfold);
+                assert!(app.calls.folds.is_empty(), "{}", app.message);
+            }
+        }
+        if app.at_view_end(app.cursor) {
+            break;
+        }
+        act(&mut app, &[Action::PageDown]);
+        settle(&mut app);
+    }
+    let (n, entry) = refused.expect("a call with another core's elements inside");
+    assert!(app.calls.folds.is_empty(), "nothing folded");
+    let id = app.entry(n).unwrap().row.trace_id;
+    let cpu = app.cores().iter().find(|c| c.0 == id).unwrap().1;
+    assert!(app.message.contains(&format!("(f cpu:{cpu})")), "{}", app.message);
+    // In that core's view the call folds: its rows after the entry go.
+    set_view(&mut app, &format!("cpu:{cpu}"));
+    goto(&mut app, n);
+    app.update(Action::Fold);
+    wait(&mut app, "the fold", |a| a.calls.fold_pending.is_empty());
+    let fold = app.calls.folds.get(&entry).unwrap_or_else(|| panic!("not folded in the core's view: {}", app.message)).clone();
+    settle(&mut app);
+    assert_eq!(app.cursor.number, entry, "the cursor on the folded row");
+    for p in app.visible() {
+        assert!(p.number <= fold.entry || p.number > fold.end, "element {} shows inside the fold {}..={}", p.number, fold.entry, fold.end);
+        assert_eq!(app.entry(p.number).unwrap().row.trace_id, id);
+    }
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}
+
 /// The filter prompt at 80x24 and errors it explains.
 #[test]
 fn the_filter_prompt_and_its_errors() {
@@ -1137,9 +1247,13 @@ fn the_filter_prompt_and_its_errors() {
     wait(&mut app, "the view's rows", |a| !a.filtering());
     settle(&mut app);
     insta::assert_snapshot!("juno_filter_id11_80x24", screen(&app, PLAIN).0);
-    set_view(&mut app, "cpu:1");
-    assert!(app.message.contains("does not name its CPUs"), "{}", app.message);
+    set_view(&mut app, "cpu:9");
+    assert!(app.message.contains("no trace from CPU 9"), "{}", app.message);
     assert_eq!(app.filter.trace_ids, vec![0x11], "a bad filter keeps the view");
+    // The snapshot's cores name the CPUs: cpu_2 is traced by ETM_2, ID 0x12.
+    set_view(&mut app, "cpu:2");
+    assert_eq!(app.filter.trace_ids, vec![0x12]);
+    assert_eq!(app.filter.label(app.cores()), "cpu:2");
     set_view(&mut app, "id:7f");
     assert!(app.message.starts_with("no element matches id:7f"), "{}", app.message);
     assert!(app.filter.is_all());

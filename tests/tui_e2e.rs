@@ -467,9 +467,10 @@ fn viewer_folds_a_call_and_shows_function_statistics_in_tmux() {
     quit_cleanly(&tmux);
 }
 
-/// A capture of six cores filtered to one (`f id:11`): the list shows that
-/// trace ID's rows only, the title counts them, its timeline lane is
-/// marked; an empty filter shows every core again.
+/// A capture of six cores filtered to one (`f cpu:1`, which the snapshot's
+/// `[core_trace_sources]` gives trace ID 0x11): the list shows that trace
+/// ID's rows only, the title counts them, its timeline lane is marked; an
+/// empty filter shows every core again.
 #[test]
 fn filtering_one_core_of_a_multi_core_capture() {
     if !have_tmux() {
@@ -494,9 +495,9 @@ fn filtering_one_core_of_a_multi_core_capture() {
     tmux.wait_for("the lanes", |s| s.lines().any(|l| l.starts_with("│15  ")));
     tmux.keys(&["f"]);
     tmux.wait_text("view: ");
-    tmux.text("id:11");
+    tmux.text("cpu:1");
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_text(" · id:11 · row 0 of 107 ");
+    let s = tmux.wait_text(" · cpu:1 · row 0 of 107 ");
     // The list's rows: after its header, up to its bottom border.
     let rows: Vec<&str> = s.lines().skip_while(|l| !l.contains(" elem id ")).skip(1).take_while(|l| !l.starts_with('└')).collect();
     let ids: Vec<&str> = rows
@@ -514,7 +515,7 @@ fn filtering_one_core_of_a_multi_core_capture() {
     // Moving stays in the view.
     tmux.keys(&["End"]);
     // The rows below the title come as their pages are decoded.
-    tmux.wait_for("the end of the filtered list", |s| s.contains(" · id:11 · row 106 of 107 ") && s.contains("— end of trace —"));
+    tmux.wait_for("the end of the filtered list", |s| s.contains(" · cpu:1 · row 106 of 107 ") && s.contains("— end of trace —"));
     tmux.keys(&["f", "C-u", "Enter"]);
     tmux.wait_text("every element shown");
     tmux.keys(&["Home"]);

@@ -83,7 +83,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode, CliError> {
     }
     refuse_input_output(Some(&args.output), &cap.path, cap.snapshot.as_ref(), &cap.image_args)?;
     tracesight::outfile::remove_on_signals();
-    let req = ExportRequest { from, to, format, path: args.output.clone(), speculation: args.speculation };
+    let req = ExportRequest { from, to, format, path: args.output.clone(), speculation: args.speculation, keep: None };
     let cancel = std::sync::atomic::AtomicBool::new(false);
     let todo = to - from;
     let summary = with_progress(

@@ -98,6 +98,9 @@ pub struct ExportRequest {
     /// Add the speculation view's records (speculative elements that did
     /// not simply commit), each before the element it precedes in the view.
     pub speculation: bool,
+    /// Only these elements of `from..to`, as runs `(first, count)` sorted by
+    /// first element (a viewer's filtered view); `None` writes them all.
+    pub keep: Option<Vec<(u64, u64)>>,
 }
 
 /// What an export wrote.
@@ -303,7 +306,7 @@ pub fn export(
     };
     let mut text = String::with_capacity(WRITE_SIZE + (64 << 10));
     sink.begin(&mut text);
-    let written = stream(seeker, req.from, req.to, req.speculation, progress, cancel, |number, item| {
+    let written = stream(seeker, req.from, req.to, req.speculation, req.keep.as_deref(), progress, cancel, |number, item| {
         match item {
             Item::Element(e) => sink.element(&mut text, number, e),
             Item::Spec(r) => sink.spec(&mut text, number, r),
@@ -327,16 +330,30 @@ enum Item<'a> {
     Spec(&'a SpecRecord),
 }
 
+#[allow(clippy::too_many_arguments)]
 fn stream(
     seeker: &Seeker<'_>,
     from: u64,
     to: u64,
     speculation: bool,
+    keep: Option<&[(u64, u64)]>,
     progress: &AtomicU64,
     cancel: &AtomicBool,
     mut on: impl FnMut(u64, Item<'_>) -> Result<(), ExportError>,
 ) -> Result<u64, ExportError> {
     let mut next = from;
+    let mut written = 0u64;
+    // The run of `keep` that element numbers have reached: they only grow.
+    let mut run = 0usize;
+    let mut kept = |number: u64| match keep {
+        None => true,
+        Some(runs) => {
+            while runs.get(run).is_some_and(|&(first, count)| first.saturating_add(count) <= number) {
+                run += 1;
+            }
+            runs.get(run).is_some_and(|&(first, _)| first <= number)
+        }
+    };
     let mut failed = None;
     while next < to {
         if cancel.load(Ordering::Relaxed) {
@@ -359,9 +376,13 @@ fn stream(
                 return false;
             }
             let is_element = matches!(item, Item::Element(_));
-            if let Err(e) = on(number, item) {
-                failed = Some(e);
-                return false;
+            // A speculation record goes with the element it precedes.
+            if kept(number) {
+                if let Err(e) = on(number, item) {
+                    failed = Some(e);
+                    return false;
+                }
+                written += u64::from(is_element);
             }
             if !is_element {
                 return true;
@@ -387,5 +408,5 @@ fn stream(
             break;
         }
     }
-    Ok(next - from)
+    Ok(written)
 }

@@ -649,6 +649,36 @@ impl Snapshot {
             .map(|(c, _)| c.as_str())
     }
 
+    /// The CPU number of the core a trace source traces, when
+    /// `[core_trace_sources]` names one. Cores are numbered by the number
+    /// their names end in (`cpu_3` is CPU 3) when every core's name ends in
+    /// a different one; otherwise (`Cortex-A7_0` beside `Cortex-A15_0`) by
+    /// the order they are first listed in.
+    pub fn cpu_for_source(&self, source: &str) -> Option<u32> {
+        let core = self.core_name_for_source(source)?;
+        let mut cores: Vec<&str> = Vec::new();
+        for (c, _) in &self.core_sources {
+            if !cores.contains(&c.as_str()) {
+                cores.push(c);
+            }
+        }
+        let suffix = |name: &str| -> Option<u32> {
+            let digits = name.len() - name.trim_end_matches(|ch: char| ch.is_ascii_digit()).len();
+            name[name.len() - digits..].parse().ok()
+        };
+        let numbers: Option<Vec<u32>> = cores.iter().map(|c| suffix(c)).collect();
+        let distinct = numbers.as_ref().is_some_and(|n| {
+            let mut sorted = n.clone();
+            sorted.sort_unstable();
+            sorted.windows(2).all(|w| w[0] != w[1])
+        });
+        let at = cores.iter().position(|c| *c == core)?;
+        match numbers {
+            Some(n) if distinct => Some(n[at]),
+            _ => u32::try_from(at).ok(),
+        }
+    }
+
     /// Core device associated with a trace source.
     pub fn core_for_source(&self, source: &str) -> Option<&Device> {
         self.core_name_for_source(source)

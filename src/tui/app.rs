@@ -170,11 +170,22 @@ pub struct Channels {
     pub rx: Receiver<Response>,
 }
 
+/// What a timeline line was binned for: columns, the zoomed axis span (as
+/// bits), the axis, bins per segment and the lane (`None`: all of them).
+pub type DensityKey = (usize, u64, u64, u8, usize, Option<u8>);
+/// A column of the timeline: instructions, exceptions, gaps, speculation.
+pub type DensityBin = (f64, u64, u64, u64);
+
 pub struct App {
     pub chans: Channels,
     pub progress: Arc<Progress>,
     pub info: Option<CaptureInfo>,
     pub indexed: Option<Indexed>,
+    /// The timeline's density columns of the last frames, by what they were
+    /// binned for: binning walks every segment's bins (131,072 per lane on
+    /// 1 GiB), too much to redo every frame. Emptied when the index or the
+    /// lanes change.
+    pub density: std::cell::RefCell<HashMap<DensityKey, Arc<Vec<DensityBin>>>>,
     pub error: Option<String>,
     pub view: View,
     pub pages: HashMap<(View, u64), Arc<Vec<Entry>>>,
@@ -277,6 +288,7 @@ impl App {
             last_search: None,
             functions: Vec::new(),
             lanes: Vec::new(),
+            density: Default::default(),
             finding: None,
             finding_rel: false,
             find_queue: VecDeque::new(),
@@ -594,7 +606,7 @@ impl App {
         let generation = self.progress.find_generation.fetch_add(1, Ordering::Relaxed) + 1;
         self.finding = Some((generation, label.clone()));
         self.progress.request_waiting.store(true, Ordering::Relaxed);
-        let _ = self.chans.finder.send(Request::Find { generation, from, dir, what, label });
+        let _ = self.chans.finder.send(Request::Find { generation, from, dir, what, label, view: self.rowmap.clone() });
     }
 
     fn find_rel(&mut self, dir: Dir, what: FindWhat, label: &str) {
@@ -678,25 +690,47 @@ impl App {
         self.info.as_ref().is_some_and(|i| !i.cpus.is_empty())
     }
 
+    /// The CPUs a view can filter by, with their trace IDs.
+    pub fn cores(&self) -> &[(u8, u32)] {
+        self.info.as_ref().map_or(&[][..], |i| &i.cores[..])
+    }
+
     /// The CPU whose trace `trace_id` is, when the capture says.
     pub fn cpu_of(&self, trace_id: u8) -> Option<u32> {
         self.info.as_ref()?.cpus.iter().find(|(id, _)| *id == trace_id).map(|&(_, c)| c)
     }
 
-    pub fn selection(&self) -> Option<(u64, u64)> {
-        if let Some(a) = self.anchor {
-            let c = self.cursor.number;
-            return Some((a.min(c), a.max(c) + 1));
+    /// The two elements that end the selection: the anchor and the
+    /// cursor, or marks `a` and `b`.
+    fn selection_ends(&self) -> Option<(u64, u64)> {
+        match self.anchor {
+            Some(a) => Some((a, self.cursor.number)),
+            None => Some((*self.marks.get(&'a')?, *self.marks.get(&'b')?)),
         }
-        let (a, b) = (*self.marks.get(&'a')?, *self.marks.get(&'b')?);
+    }
+
+    pub fn selection(&self) -> Option<(u64, u64)> {
+        let (a, b) = self.selection_ends()?;
         Some((a.min(b), a.max(b) + 1))
     }
 
+    /// In a filtered or merged view, the elements of the selection's rows
+    /// as runs sorted by element number (`None` in the plain list).
+    pub fn selection_runs(&self) -> Option<Vec<(u64, u64)>> {
+        let m = self.rowmap.as_ref()?;
+        let (a, b) = self.selection_ends()?;
+        Some(m.elements_between(m.nearest_row(a)?, m.nearest_row(b)?))
+    }
+
     fn open_export(&mut self) {
-        let Some((from, to)) = self.selection() else {
+        let Some((mut from, mut to)) = self.selection() else {
             self.message = "select first: v anchors a selection (or set marks a and b)".into();
             return;
         };
+        if let Some(runs) = self.selection_runs() {
+            from = runs.first().map_or(from, |r| r.0);
+            to = runs.last().map_or(to, |r| r.0 + r.1);
+        }
         let format = ExportFormat::Opencsd;
         let file = default_export_name(from, to, format);
         self.text_at = file.chars().count();
@@ -742,6 +776,7 @@ impl App {
                     self.message = notes.join("; ");
                 }
                 self.indexed = Some(ix);
+                self.density.borrow_mut().clear();
                 self.request_visible();
             }
             Response::Page { view, page, entries } => {
@@ -824,7 +859,10 @@ impl App {
                     }
                 }
             }
-            Response::Lanes(l) => self.lanes = l,
+            Response::Lanes(l) => {
+                self.lanes = l;
+                self.density.borrow_mut().clear();
+            }
             Response::Map { generation, map } => self.on_map(generation, map),
             Response::Exported(r) => {
                 self.exporting = None;
@@ -936,8 +974,7 @@ impl App {
                 Action::Cancel => self.mode = Mode::Normal,
                 Action::Submit => {
                     self.mode = Mode::Normal;
-                    let cpus = self.info.as_ref().map(|i| i.cpus.clone()).unwrap_or_default();
-                    match super::rowmap::Filter::parse(&input, &cpus) {
+                    match super::rowmap::Filter::parse(&input, self.cores()) {
                         Ok(f) => self.set_filter(f),
                         Err(e) => self.message = e.to_string(),
                     }
@@ -1031,9 +1068,14 @@ impl App {
                     self.export_confirm = None;
                     self.mode = Mode::Normal;
                     self.exporting = Some(path.clone());
-                    self.message = format!("exporting {} elements to {}", to - from, path.display());
+                    // A view exports the elements it shows, in capture order.
+                    let keep = self.selection_runs();
+                    let count = keep.as_ref().map_or(to - from, |k| k.iter().map(|r| r.1).sum());
+                    let of_view = if keep.is_some() { format!(" of view {}", self.filter.label(self.cores())) } else { String::new() };
+                    self.message = format!("exporting {count} elements{of_view} to {}", path.display());
                     self.progress.request_waiting.store(true, Ordering::Relaxed);
-                    let _ = self.chans.finder.send(Request::Export { request: ExportRequest { from, to, format, path, speculation: self.view == View::Speculation } });
+                    let request = ExportRequest { from, to, format, path, speculation: self.view == View::Speculation, keep };
+                    let _ = self.chans.finder.send(Request::Export { request });
                 }
                 _ => {}
             },
@@ -1098,7 +1140,7 @@ impl App {
                 }
             }
             Action::Filter => {
-                let input = self.filter.label(self.info.as_ref().map_or(&[][..], |i| &i.cpus[..]));
+                let input = self.filter.label(self.cores());
                 self.text_at = input.chars().count();
                 self.mode = Mode::Filter { input };
             }

@@ -203,6 +203,14 @@ pub struct Fold {
     pub entry: u64,
     /// The last element hidden by the fold.
     pub end: u64,
+    /// The trace ID of the element that closed the frame (none when the
+    /// trace ended with it open).
+    pub trace_id: Option<u8>,
+    /// Bit per trace ID with elements in `streams_from..=end`: the part of
+    /// the fold its worker decoded (all of it for a call that entered in
+    /// the index segment where it ends).
+    pub streams: u128,
+    pub streams_from: u64,
     pub name: String,
     pub instructions: u64,
     pub cycles: u64,
@@ -495,12 +503,19 @@ fn folds(seeker: &Seeker<'_>, index: &CallIndex, targets: &[FoldTarget]) -> Vec<
     for (k, mut want) in by_segment {
         let mut w = (*starts[k]).clone();
         let (first, end) = segment_bounds(seeker, k);
+        // Per target, the trace IDs of the elements after its entry that
+        // this segment's decode passes (all of them when the call entered
+        // in this segment).
+        let mut seen: HashMap<u64, u128> = want.iter().map(|t| (t.entry, 0)).collect();
         let mut found = Vec::new();
-        let mut take = |left: Vec<(ThreadKey, Closed)>, want: &mut Vec<FoldTarget>| {
+        let mut take = |left: Vec<(ThreadKey, Closed)>, want: &mut Vec<FoldTarget>, seen: &HashMap<u64, u128>, trace_id: Option<u8>| {
             for (t, c) in left {
                 if let Some(i) = want.iter().position(|x| x.thread == t && x.entry == c.frame.entry_element) {
-                    want.swap_remove(i);
-                    found.push(fold_of(&code, &c));
+                    let t = want.swap_remove(i);
+                    let mut f = fold_of(&code, &c, trace_id);
+                    f.streams = seen.get(&t.entry).copied().unwrap_or(0);
+                    f.streams_from = first.max(t.entry + 1);
+                    found.push(f);
                 }
             }
         };
@@ -511,8 +526,13 @@ fn folds(seeker: &Seeker<'_>, index: &CallIndex, targets: &[FoldTarget]) -> Vec<
             if n.number >= end {
                 return false;
             }
+            for t in &want {
+                if n.number > t.entry {
+                    *seen.entry(t.entry).or_default() |= 1u128 << (n.element.trace_id & 0x7f);
+                }
+            }
             let (_, left) = w.feed(&code, &n, &mut Quiet);
-            take(left, &mut want);
+            take(left, &mut want, &seen, Some(n.element.trace_id));
             !want.is_empty()
         });
         if let Err(e) = r {
@@ -521,7 +541,7 @@ fn folds(seeker: &Seeker<'_>, index: &CallIndex, targets: &[FoldTarget]) -> Vec<
         }
         if !want.is_empty() && k + 1 >= seeker.index().len() {
             let left = w.finish(&mut Quiet);
-            take(left, &mut want);
+            take(left, &mut want, &seen, None);
         }
         out.extend(found.into_iter().map(Ok));
         out.extend(want.iter().map(|t| Err((t.entry, "the call's end was not found".to_string()))));
@@ -529,7 +549,7 @@ fn folds(seeker: &Seeker<'_>, index: &CallIndex, targets: &[FoldTarget]) -> Vec<
     out
 }
 
-fn fold_of(code: &FunctionMap, c: &Closed) -> Fold {
+fn fold_of(code: &FunctionMap, c: &Closed, trace_id: Option<u8>) -> Fold {
     // A return's element is the callee's last; any other end (an unwind, a
     // tail call, a gap) is an element that is not the frame's own.
     let end = match c.left {
@@ -539,6 +559,9 @@ fn fold_of(code: &FunctionMap, c: &Closed) -> Fold {
     Fold {
         entry: c.frame.entry_element,
         end: end.max(c.frame.entry_element),
+        trace_id,
+        streams: 0,
+        streams_from: c.frame.entry_element + 1,
         name: frame_name(code, c.frame.kind),
         instructions: c.instructions,
         cycles: c.cycles,
@@ -631,20 +654,50 @@ pub struct StatsPane {
     /// The span last asked for: an older answer still on its way is not
     /// shown for it.
     pub(super) asked: Option<Span>,
+    /// The table's row indices in display order for `order_by`, kept so
+    /// that a frame does not sort a table of many thousand functions.
+    order: Vec<usize>,
+    order_by: Option<Column>,
 }
 
 impl Default for StatsPane {
     fn default() -> Self {
-        StatsPane { scope: Scope::Whole, sort: Column::SelfInstructions, selected: 0, table: None, pending: false, error: None, asked: None }
+        StatsPane {
+            scope: Scope::Whole,
+            sort: Column::SelfInstructions,
+            selected: 0,
+            table: None,
+            pending: false,
+            error: None,
+            asked: None,
+            order: Vec::new(),
+            order_by: None,
+        }
     }
+}
+
+impl StatsPane {
+    /// Sort the rows again after the table or the sorted column changed.
+    pub fn resort(&mut self) {
+        self.order = sorted_indices(self);
+        self.order_by = Some(self.sort);
+    }
+}
+
+fn sorted_indices(pane: &StatsPane) -> Vec<usize> {
+    let Some(t) = &pane.table else { return Vec::new() };
+    let mut order: Vec<usize> = (0..t.rows.len()).collect();
+    let r = &t.rows;
+    order.sort_by(|&a, &b| pane.sort.value(&r[b].stats).cmp(&pane.sort.value(&r[a].stats)).then_with(|| r[a].name.cmp(&r[b].name)));
+    order
 }
 
 /// The table's rows in display order: largest first, ties by name.
 pub fn sorted(pane: &StatsPane) -> Vec<&StatRow> {
     let Some(t) = &pane.table else { return Vec::new() };
-    let mut rows: Vec<_> = t.rows.iter().collect();
-    rows.sort_by(|a, b| pane.sort.value(&b.stats).cmp(&pane.sort.value(&a.stats)).then_with(|| a.name.cmp(&b.name)));
-    rows
+    let fresh = pane.order_by == Some(pane.sort) && pane.order.len() == t.rows.len();
+    let order = if fresh { std::borrow::Cow::Borrowed(&pane.order) } else { std::borrow::Cow::Owned(sorted_indices(pane)) };
+    order.iter().filter_map(|&i| t.rows.get(i)).collect()
 }
 
 // ---- the app side -------------------------------------------------------------
@@ -662,7 +715,7 @@ pub struct CallView {
     pub folds: BTreeMap<u64, Fold>,
     /// The outermost folds (entry -> end): nested folds hide nothing more.
     pub(super) outer: BTreeMap<u64, u64>,
-    pub(super) fold_pending: HashSet<u64>,
+    pub fold_pending: HashSet<u64>,
     /// Runs of identical ranges opened by `+` (by their first element).
     pub(super) opened_runs: HashSet<u64>,
     /// Calls unfolded by `+` that `_` must not fold again.

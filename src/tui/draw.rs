@@ -7,6 +7,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph};
 use ratatui::Frame;
 
+use std::sync::Arc;
+
 use super::app::{App, Axis, Mode, Pos};
 use super::model::{ElemRow, RowKind, RowState, View};
 use super::sourceview::SourceStatus;
@@ -57,6 +59,30 @@ const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '
 /// segment covers on the axis.
 /// Each segment is given as `sub` equal parts (`value` takes segment × `sub`
 /// + part), placed along the segment's span of the axis.
+/// [`bin_columns`] for a timeline line, kept in the app for the frames
+/// after (the same columns, zoom and lanes bin to the same columns).
+fn density_columns(
+    app: &App,
+    cols: usize,
+    view: (f64, f64),
+    sub: usize,
+    lane: Option<u8>,
+    value: &dyn Fn(usize) -> (u64, u64, u64, u64),
+) -> Arc<Vec<super::app::DensityBin>> {
+    let key = (cols, view.0.to_bits(), view.1.to_bits(), app.axis() as u8, sub, lane);
+    if let Some(b) = app.density.borrow().get(&key) {
+        return b.clone();
+    }
+    let b = Arc::new(bin_columns(app, cols, view, sub, value));
+    let mut cache = app.density.borrow_mut();
+    // Zooming and resizing make new keys: keep a screenful of lanes' worth.
+    if cache.len() >= 64 {
+        cache.clear();
+    }
+    cache.insert(key, b.clone());
+    b
+}
+
 fn bin_columns(
     app: &App,
     cols: usize,
@@ -146,12 +172,12 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         return;
     }
     let view = (vlo, vhi);
-    let all = bin_columns(app, inner_w, view, 1, &|k| {
+    let all = density_columns(app, inner_w, view, 1, None, &|k| {
         let s = &ix.segments[k];
         (s.instructions, s.exceptions, s.gaps, s.spec)
     });
     let lane_bins = |lane: &super::worker::Lane| {
-        bin_columns(app, inner_w, view, LANE_SUB, &|i| {
+        density_columns(app, inner_w, view, LANE_SUB, Some(lane.trace_id), &|i| {
             let b = lane.bins.get(i).copied().unwrap_or_default();
             (b.instructions, b.exceptions as u64, b.gaps as u64, 0)
         })
@@ -186,7 +212,7 @@ fn draw_timeline(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         lines.push(density_line(if per_id { "all  " } else { "" }, &all, pal));
     }
     let mut marks = vec![Span::raw(pad.clone())];
-    for b in &all {
+    for b in all.iter() {
         marks.push(if b.2 > 0 {
             Span::styled("×", pal.fg(Color::Red).add_modifier(Modifier::BOLD))
         } else if b.1 > 0 {

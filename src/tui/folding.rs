@@ -131,6 +131,17 @@ fn on_response(app: &mut App, r: CallsResponse) {
                 match f {
                     Ok(f) => {
                         app.calls.fold_pending.remove(&f.entry);
+                        if let Some(other) = stream_inside(app, &f) {
+                            let cpus = app.cores();
+                            let own = f.trace_id.or_else(|| app.entry(f.entry).map(|e| e.row.trace_id)).unwrap_or(0);
+                            let view = super::rowmap::Filter { trace_ids: vec![own], ..Default::default() }.label(cpus);
+                            let other = super::rowmap::Filter { trace_ids: vec![other], ..Default::default() }.label(cpus);
+                            app.message = format!(
+                                "not folded: {other} runs inside the call at element {} and would be hidden; fold it in its stream's view (f {view})",
+                                f.entry
+                            );
+                            continue;
+                        }
                         app.calls.folds.insert(f.entry, f);
                     }
                     Err((entry, why)) => {
@@ -241,6 +252,44 @@ fn return_to_call(app: &mut App) -> bool {
     app.jump_to(call, true);
     app.message = format!("the call of this return: element {call}");
     true
+}
+
+/// Another trace ID the view shows with elements inside the fold's span:
+/// folding would hide them with the call's own (the span is in element
+/// numbers, which interleave the streams of a formatted buffer). Exact for
+/// the part of the call the worker decoded; for the index segments before
+/// it, read from the background pass's lane bins, so there a stream in a
+/// bin that the fold only partly covers counts too.
+fn stream_inside(app: &App, f: &super::calls::Fold) -> Option<u8> {
+    use super::model::LANE_SUB;
+    if f.end <= f.entry {
+        return None;
+    }
+    let own = f.trace_id.or_else(|| app.entry(f.entry).map(|e| e.row.trace_id))?;
+    let shown = |id: u8| app.filter.trace_ids.is_empty() || app.filter.trace_ids.contains(&id);
+    if let Some(id) = (0..128u8).find(|&id| id != own && f.streams >> id & 1 == 1 && shown(id)) {
+        return Some(id);
+    }
+    if f.streams_from <= f.entry + 1 {
+        return None;
+    }
+    let segments = &app.indexed.as_ref()?.segments;
+    // As the pass bins them: a segment's elements cut in LANE_SUB parts.
+    let bin = |n: u64| -> usize {
+        let k = segments.partition_point(|s| s.elements_before <= n).saturating_sub(1);
+        let s = &segments[k.min(segments.len().saturating_sub(1))];
+        let sub = (n.saturating_sub(s.elements_before) as u128 * LANE_SUB as u128 / s.elements.max(1) as u128) as usize;
+        k * LANE_SUB + sub.min(LANE_SUB - 1)
+    };
+    if segments.is_empty() {
+        return None;
+    }
+    let (a, b) = (bin(f.entry + 1), bin(f.streams_from - 1));
+    app.lanes
+        .iter()
+        .filter(|l| l.trace_id != own && shown(l.trace_id))
+        .find(|l| l.bins.get(a..=b.min(l.bins.len().saturating_sub(1))).is_some_and(|bins| bins.iter().any(|x| x.elements > 0)))
+        .map(|l| l.trace_id)
 }
 
 // ---- drawing helpers ----------------------------------------------------------

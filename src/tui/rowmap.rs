@@ -35,7 +35,7 @@ pub enum FilterError {
     Term { term: String },
     #[error("'{value}' is not a number")]
     Number { value: String },
-    #[error("this capture does not name its CPUs (a snapshot): filter by trace ID, id:HEX")]
+    #[error("this capture does not say which CPU each trace source traces: filter by trace ID, id:HEX")]
     NoCpus,
     #[error("no trace from CPU {cpu} in this capture")]
     NoSuchCpu { cpu: u32 },
@@ -218,6 +218,34 @@ impl RowMap {
         }
     }
 
+    /// The elements of rows `a..=b` (either order), as runs sorted by
+    /// element number, touching ones joined.
+    pub fn elements_between(&self, a: u64, b: u64) -> Vec<(u64, u64)> {
+        let (a, b) = (a.min(b), a.max(b));
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let Some(i0) = self.rows_before.partition_point(|&r| r <= a).checked_sub(1) else { return out };
+        for (i, &(first, len)) in self.runs.iter().enumerate().skip(i0) {
+            let r0 = self.rows_before[i];
+            if r0 > b {
+                break;
+            }
+            let lo = a.max(r0) - r0;
+            let hi = (b + 1).min(r0 + len) - r0;
+            if hi > lo {
+                out.push((first + lo, hi - lo));
+            }
+        }
+        out.sort_unstable();
+        let mut joined: Vec<(u64, u64)> = Vec::with_capacity(out.len());
+        for (first, len) in out {
+            match joined.last_mut() {
+                Some(last) if last.0 + last.1 == first => last.1 += len,
+                _ => joined.push((first, len)),
+            }
+        }
+        joined
+    }
+
     /// The element on the row after element `n`'s.
     pub fn next(&self, n: u64) -> Option<u64> {
         self.element_at(self.row_of(n)? + 1)
@@ -379,6 +407,11 @@ mod tests {
         assert_eq!(m.prev(5), Some(20));
         assert_eq!(m.prev(10), None);
         assert_eq!(m.next(6), None);
+        assert_eq!(m.elements_between(1, 6), vec![(5, 1), (11, 4), (20, 1)], "rows 1..=6, by element");
+        assert_eq!(m.elements_between(6, 1), m.elements_between(1, 6));
+        assert_eq!(m.elements_between(0, 99), vec![(5, 2), (10, 5), (20, 1)], "past the end: to the last row");
+        assert_eq!(m.elements_between(3, 3), vec![(13, 1)]);
+        assert_eq!(RowMap::from_runs([]).elements_between(0, 3), vec![]);
         assert_eq!(RowMap::from_runs([]).rows(), 0);
         assert_eq!(RowMap::from_runs([]).nearest_row(3), None);
     }

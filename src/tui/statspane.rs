@@ -100,6 +100,7 @@ pub fn on_table(app: &mut App, t: Result<StatsTable, String>) {
         Ok(t) => {
             pane.table = Some(t);
             pane.error = None;
+            pane.resort();
         }
         Err(e) => pane.error = Some(e),
     }
@@ -120,6 +121,7 @@ fn update(app: &mut App, a: Action) {
             let i = COLUMNS.iter().position(|c| c.0 == pane.sort).unwrap_or(1);
             let j = if a == Action::Right { (i + 1) % COLUMNS.len() } else { (i + COLUMNS.len() - 1) % COLUMNS.len() };
             pane.sort = COLUMNS[j].0;
+            pane.resort();
             pane.selected = 0;
         }
         Action::ToggleView => {

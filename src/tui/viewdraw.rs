@@ -10,7 +10,7 @@ use super::style::thousands;
 /// The list title of a filtered or merged view: what it keeps and where the
 /// cursor is among its rows.
 pub fn list_title(app: &App, view: &str) -> String {
-    let cpus = app.info.as_ref().map_or(&[][..], |i| &i.cpus[..]);
+    let cpus = app.cores();
     let label = app.filter.label(cpus);
     match &app.rowmap {
         Some(m) => format!(" elements · {view} view · {label} · row {} of {} ", thousands(app.row_of(app.cursor.number)), thousands(m.rows())),
@@ -47,7 +47,7 @@ pub fn lane_kept(app: &App, trace_id: u8) -> bool {
 
 /// The status line while a view's rows are built.
 pub fn filter_status(app: &App) -> String {
-    let cpus = app.info.as_ref().map_or(&[][..], |i| &i.cpus[..]);
+    let cpus = app.cores();
     let segs = app.indexed.as_ref().map_or(0, |i| i.segments.len()).max(1) as u64;
     let done = app.progress.map_done.load(Ordering::Relaxed).min(segs);
     format!("view {}: finding its rows, {}% (f then Enter on an empty line cancels)", app.filter.label(cpus), done * 100 / segs)

@@ -176,7 +176,7 @@ impl App {
     pub fn set_filter(&mut self, f: Filter) {
         self.map_generation += 1;
         self.rowmap = None;
-        let cpus = self.info.as_ref().map(|i| i.cpus.clone()).unwrap_or_default();
+        let cpus = self.cores().to_vec();
         if f.is_all() {
             let _ = self.chans.finder.send(Request::Map { generation: self.map_generation, filter: f.clone() });
             self.filter = f;
@@ -201,7 +201,7 @@ impl App {
         if generation != self.map_generation {
             return;
         }
-        let cpus = self.info.as_ref().map(|i| i.cpus.clone()).unwrap_or_default();
+        let cpus = self.cores().to_vec();
         let label = self.filter.label(&cpus);
         if map.rows() == 0 {
             self.message = format!("no element matches {label}: every element shown");

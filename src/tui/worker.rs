@@ -60,7 +60,9 @@ pub enum Request {
     Source { addr: u64, window: Vec<super::sourceview::ExecutedRange>, disasm: Option<super::sourceview::ExecutedRange> },
     /// The instructions of a range, disassembled.
     Expand { number: u64, range: super::sourceview::ExecutedRange },
-    Find { generation: u64, from: u64, dir: Dir, what: FindWhat, label: String },
+    /// `view`: the rows of a filtered view, when it has them; a hit it
+    /// does not show is passed over.
+    Find { generation: u64, from: u64, dir: Dir, what: FindWhat, label: String, view: Option<Arc<super::rowmap::RowMap>> },
     Export { request: crate::export::ExportRequest },
     Calls(super::calls::CallsRequest),
     /// Build the row map of a filtered or merged view (replaces the one
@@ -76,8 +78,12 @@ pub struct CaptureInfo {
     pub buffer: String,
     pub bytes: u64,
     pub sources: Vec<(u8, String)>,
-    /// The CPU of each trace ID, when the capture says (a perf.data).
+    /// The CPU of each trace ID, when the capture says (a perf.data): the
+    /// list's CPU column and lane names.
     pub cpus: Vec<(u8, u32)>,
+    /// The CPUs a view can filter by (`f cpu:N`): a perf.data's, or the
+    /// cores a snapshot's `[core_trace_sources]` names.
+    pub cores: Vec<(u8, u32)>,
     pub symbols: Vec<String>,
     pub warnings: Vec<String>,
 }
@@ -309,6 +315,12 @@ pub fn pager(path: PathBuf, copts: CaptureOptions, progress: Arc<Progress>, rx: 
             .filter_map(|s| Some((s.trace_id?, s.protocol_name())))
             .collect(),
         cpus: cap.plan.sources.iter().filter_map(|s| Some((s.trace_id?, s.cpu?))).collect(),
+        cores: cap
+            .plan
+            .sources
+            .iter()
+            .filter_map(|s| Some((s.trace_id?, s.cpu.or_else(|| cap.snapshot.as_ref()?.cpu_for_source(&s.name))?)))
+            .collect(),
         symbols: cap.symbols.as_ref().map(|s| s.images().iter().map(|i| i.path().display().to_string()).collect()).unwrap_or_default(),
         warnings: cap.warnings.clone(),
     };
@@ -504,8 +516,8 @@ fn handle_finder(
             // Every element: nothing to build (a build under way stops).
             *map = (!filter.is_all()).then(|| super::rowmap::MapBuild::new(generation, filter, index.file.len()));
         }
-        Request::Find { generation, from, dir, what, label } => {
-            let result = find(seeker, progress, generation, from, dir, &what);
+        Request::Find { generation, from, dir, what, label, view } => {
+            let result = find(seeker, progress, generation, from, dir, &what, view.as_deref());
             if progress.find_generation.load(Ordering::Relaxed) == generation {
                 let _ = tx.send(Response::Found { generation, result, label });
             }
@@ -556,6 +568,9 @@ struct Pass {
 /// A run of elements of one trace ID (a [`LANE_SUB`]th of an index segment).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaneBin {
+    /// Elements of every kind (a fold checks that no other stream's run
+    /// inside it).
+    pub elements: u32,
     pub instructions: u64,
     pub exceptions: u32,
     pub gaps: u32,
@@ -604,6 +619,7 @@ impl Pass {
                 self.calls.feed(&e, k * LANE_SUB + sub);
             }
             let bin = &mut self.lanes.entry(e.element.trace_id).or_insert_with(|| vec![LaneBin::default(); n])[k * LANE_SUB + sub];
+            bin.elements = bin.elements.saturating_add(1);
             match e.element.kind {
                 ElementKind::InstrRange { start, end, count, .. } => {
                     bin.instructions += count as u64;
@@ -651,17 +667,29 @@ fn matches(what: &FindWhat, e: &crate::element::Element) -> bool {
     }
 }
 
-/// Search from element `from` (exclusive) in `dir`.
-fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, dir: Dir, what: &FindWhat) -> Option<u64> {
+/// Search from element `from` (exclusive) in `dir`, for a hit that `view`
+/// shows (every element when it is `None`).
+fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, dir: Dir, what: &FindWhat, view: Option<&super::rowmap::RowMap>) -> Option<u64> {
     let stale = || progress.find_generation.load(Ordering::Relaxed) != generation;
+    let shown = |n: u64| view.is_none_or(|m| m.row_of(n).is_some());
     if let FindWhat::Target(t) = what {
-        return seeker
+        let r = seeker
             .find_polling(t, |number| {
                 progress.find_at.store(number, Ordering::Relaxed);
                 !stale()
             })
             .ok()
-            .flatten();
+            .flatten()?;
+        // A position (element, time, offset) is where the view's nearest
+        // row is; an execution the view hides (another CPU's, another
+        // process's) is not the one asked for: the search goes on from it.
+        let rest = match t {
+            _ if shown(r) => return Some(r),
+            SeekTarget::Entry(a) => FindWhat::Entry(a.clone()),
+            SeekTarget::Address(a) => FindWhat::Address(*a),
+            _ => return Some(r),
+        };
+        return find(seeker, progress, generation, r, Dir::Forward, &rest, view);
     }
     let index = seeker.index();
     let n = index.len();
@@ -701,7 +729,7 @@ fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, di
                     }
                     (_, Event::Element { element, .. }) => matches(what, element),
                     _ => false,
-                };
+                } && shown(number);
                 if hit {
                     found = Some(number);
                 }
@@ -732,7 +760,7 @@ fn find(seeker: &Seeker<'_>, progress: &Progress, generation: u64, from: u64, di
                         (FindWhat::Speculation, Event::Spec { record, .. }) => record.state != SpecState::Committed,
                         (_, Event::Element { element, .. }) => matches(what, element),
                         _ => false,
-                    };
+                    } && shown(number);
                     if hit {
                         last = Some(number);
                     }
