@@ -61,6 +61,10 @@ use std::fmt;
 
 /// Size of a CoreSight formatter frame.
 pub const FRAME_SIZE: usize = 16;
+/// Data bytes in a frame without ID bytes.
+pub const FRAME_DATA: usize = 15;
+/// Most frames gathered for one [`FrameSink::run`] call.
+const RUN_FRAMES: usize = 64;
 /// Size of a DSTREAM block in the file (payload + footer).
 pub const DSTREAM_BLOCK: u64 = 512;
 /// Trace payload bytes in each DSTREAM block.
@@ -167,6 +171,18 @@ pub trait FrameSink {
 
     /// Raw monitor event; only produced after [`Deformatter::set_raw_monitor`].
     fn raw(&mut self, _event: RawFrame<'_>) {}
+
+    /// Blocks for one trace ID `id` that follow each other with no other
+    /// ID's data between them, joined: `spans` gives (offset in `bytes`,
+    /// index) of each block's first byte, in order, the first at offset 0.
+    /// A sink that can take such a run at once saves a call per block and
+    /// sees packets whole where they run from one block into the next; by
+    /// default each block goes to [`FrameSink::data`] on its own. Returns the
+    /// flow and the bytes taken in (on a stop, up to the end of the block
+    /// it came in).
+    fn run(&mut self, id: u8, spans: &[(usize, u64)], bytes: &[u8]) -> (Flow, usize) {
+        run_as_blocks(self, id, spans, bytes)
+    }
 }
 
 impl<F: FnMut(u8, u64, &[u8])> FrameSink for F {
@@ -174,6 +190,70 @@ impl<F: FnMut(u8, u64, &[u8])> FrameSink for F {
     fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow {
         self(id, index, bytes);
         Flow::Continue
+    }
+}
+
+/// [`FrameSink::run`] as one [`FrameSink::data`] call per block.
+pub fn run_as_blocks<S: FrameSink + ?Sized>(sink: &mut S, id: u8, spans: &[(usize, u64)], bytes: &[u8]) -> (Flow, usize) {
+    for (k, &(start, index)) in spans.iter().enumerate() {
+        let end = spans.get(k + 1).map_or(bytes.len(), |s| s.0).min(bytes.len());
+        if sink.data(id, index, bytes.get(start..end).unwrap_or(&[])) == Flow::Stop {
+            return (Flow::Stop, end);
+        }
+    }
+    (Flow::Continue, bytes.len())
+}
+
+/// One trace ID's blocks gathered for [`FrameSink::run`]: the data of
+/// [`RUN_FRAMES`] frames at most (plus the part of a frame it may start
+/// with), on the stack.
+struct Run {
+    id: u8,
+    bytes: [u8; (RUN_FRAMES + 1) * FRAME_DATA + 1],
+    len: usize,
+    /// (offset in `bytes`, index) of each block.
+    spans: [(usize, u64); RUN_FRAMES + 2],
+    /// Where the frame of each block ends, for the position after a stop.
+    ends: [u64; RUN_FRAMES + 2],
+    n: usize,
+}
+
+impl Run {
+    fn new() -> Run {
+        Run { id: NO_ID, bytes: [0; (RUN_FRAMES + 1) * FRAME_DATA + 1], len: 0, spans: [(0, 0); RUN_FRAMES + 2], ends: [0; RUN_FRAMES + 2], n: 0 }
+    }
+
+    /// Whether a block of `len` bytes still fits.
+    fn room(&self, len: usize) -> bool {
+        self.n < self.spans.len() && self.len + len < self.bytes.len()
+    }
+
+    /// A frame's 15 data bytes (`out` is the unpacked frame, its last byte
+    /// the aux byte).
+    #[inline]
+    fn add_frame(&mut self, sof: u64, frame_end: u64, out: &[u8; FRAME_SIZE]) {
+        if let Some(dst) = self.bytes.get_mut(self.len..self.len + FRAME_SIZE) {
+            // A whole 16-byte store is cheaper than 15 bytes; the last byte
+            // is overwritten by what follows, or past the run's length.
+            dst.copy_from_slice(out);
+            self.push_span(sof, frame_end, FRAME_DATA);
+        } else {
+            self.add(self.id, sof, frame_end, &out[..FRAME_DATA]);
+        }
+    }
+
+    #[inline]
+    fn push_span(&mut self, index: u64, frame_end: u64, len: usize) {
+        self.spans[self.n] = (self.len, index);
+        self.ends[self.n] = frame_end;
+        self.len += len;
+        self.n += 1;
+    }
+
+    fn add(&mut self, id: u8, index: u64, frame_end: u64, data: &[u8]) {
+        self.id = id;
+        self.bytes[self.len..self.len + data.len()].copy_from_slice(data);
+        self.push_span(index, frame_end, data.len());
     }
 }
 
@@ -463,6 +543,11 @@ impl Deformatter {
                 return Flow::Stop;
             }
         }
+        // One ID's data from consecutive frames is gathered in `run` and
+        // delivered together; the raw monitor reports every frame before its
+        // data, so it gets them one at a time.
+        let batch = !self.raw_monitor;
+        let mut run = Run::new();
         let mut chunks = d.chunks_exact(FRAME_SIZE);
         for chunk in &mut chunks {
             let Ok(frame) = <&[u8; FRAME_SIZE]>::try_from(chunk) else {
@@ -470,6 +555,12 @@ impl Deformatter {
             };
             let sof = self.pos;
             self.pos = sof.wrapping_add(FRAME_SIZE as u64);
+            if batch {
+                if self.gather_frame(frame, sof, &mut run, sink) == Flow::Stop {
+                    return Flow::Stop;
+                }
+                continue;
+            }
             if self.raw_monitor {
                 sink.raw(RawFrame::Packed {
                     index: sof,
@@ -479,6 +570,9 @@ impl Deformatter {
             if self.emit_frame(frame, sof, sink) == Flow::Stop {
                 return Flow::Stop;
             }
+        }
+        if self.flush_run(&mut run, sink) == Flow::Stop {
+            return Flow::Stop;
         }
         let rest = chunks.remainder();
         if !rest.is_empty() {
@@ -497,35 +591,85 @@ impl Deformatter {
         sof: u64,
         sink: &mut S,
     ) -> Flow {
+        let blocks = self.split_frame(f, sof);
+        for k in 0..blocks.n {
+            let (id, index, bytes) = blocks.get(k);
+            if self.deliver(id, index, bytes, sink) == Flow::Stop {
+                return Flow::Stop;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Unpack one frame into `run`, delivering the run first when the frame
+    /// brings another ID's data, and blocks that cannot join a run (another
+    /// ID's data in the middle of the frame, data before the first ID, an
+    /// empty block) on their own.
+    #[inline]
+    fn gather_frame<S: FrameSink + ?Sized>(
+        &mut self,
+        f: &[u8; FRAME_SIZE],
+        sof: u64,
+        run: &mut Run,
+        sink: &mut S,
+    ) -> Flow {
+        let end = sof.wrapping_add(FRAME_SIZE as u64);
+        let word = u128::from_le_bytes(*f);
+        if word & EVEN_BIT0 == 0 && run.n > 0 && run.id == self.cur_id && run.room(FRAME_DATA) {
+            // The common case, a frame of the run's ID with no ID bytes.
+            let out = (word | spread_aux(f[15])).to_le_bytes();
+            run.add_frame(sof, end, &out);
+            return Flow::Continue;
+        }
+        let blocks = self.split_frame(f, sof);
+        for k in 0..blocks.n {
+            let (id, index, bytes) = blocks.get(k);
+            let usable = !bytes.is_empty() && id != NO_ID;
+            if usable && run.n > 0 && run.id == id && run.room(bytes.len()) {
+                run.add(id, index, end, bytes);
+                continue;
+            }
+            if self.flush_run(run, sink) == Flow::Stop {
+                return Flow::Stop;
+            }
+            // The frame's last block goes on into the next frame.
+            if usable && k + 1 == blocks.n && id == self.cur_id {
+                run.add(id, index, end, bytes);
+            } else if self.deliver(id, index, bytes, sink) == Flow::Stop {
+                return Flow::Stop;
+            }
+        }
+        Flow::Continue
+    }
+
+    /// Cut a frame into its blocks and move to the ID in force after it.
+    #[inline]
+    fn split_frame(&mut self, f: &[u8; FRAME_SIZE], sof: u64) -> Blocks {
         let aux = f[15];
         let word = u128::from_le_bytes(*f);
+        let mut b = Blocks { out: [0; FRAME_DATA], ids: [self.cur_id; 8], idx: [sof; 8], starts: [0; 9], n: 1 };
         if word & EVEN_BIT0 == 0 {
             // No ID bytes: one block of 15 data bytes for the current ID.
             let out = (word | spread_aux(aux)).to_le_bytes();
-            return self.deliver(self.cur_id, sof, &out[..15], sink);
+            b.out.copy_from_slice(&out[..FRAME_DATA]);
+            b.starts[1] = FRAME_DATA;
+            return b;
         }
-        let mut out = [0u8; 15];
         let mut len = 0usize;
-        // Block k holds out[starts[k]..starts[k + 1]].
-        let mut ids = [0u8; 8];
-        let mut idx = [0u64; 8];
-        let mut starts = [0usize; 9];
-        let mut nb = 1usize;
         let mut cur = self.cur_id;
-        ids[0] = cur;
-        idx[0] = sof;
-
+        let nb = &mut b.n;
+        let (out, ids, idx, starts) = (&mut b.out, &mut b.ids, &mut b.idx, &mut b.starts);
         for p in 0..7 {
             let i = 2 * p;
-            let b = f[i];
+            let byte = f[i];
             let flag = (aux >> p) & 1;
-            if b & 1 == 0 {
-                out[len] = b | flag;
+            if byte & 1 == 0 {
+                out[len] = byte | flag;
                 out[len + 1] = f[i + 1];
                 len += 2;
                 continue;
             }
-            let new_id = b >> 1;
+            let new_id = byte >> 1;
             if new_id == cur {
                 out[len] = f[i + 1];
                 len += 1;
@@ -537,13 +681,13 @@ impl Deformatter {
                 len += 1;
             }
             cur = new_id;
-            if len > starts[nb - 1] {
-                starts[nb] = len;
-                ids[nb] = cur;
-                idx[nb] = sof.wrapping_add(i as u64);
-                nb += 1;
+            if len > starts[*nb - 1] {
+                starts[*nb] = len;
+                ids[*nb] = cur;
+                idx[*nb] = sof.wrapping_add(i as u64);
+                *nb += 1;
             } else {
-                ids[nb - 1] = cur;
+                ids[*nb - 1] = cur;
             }
             if !delayed {
                 out[len] = f[i + 1];
@@ -557,14 +701,26 @@ impl Deformatter {
             len += 1;
         }
         self.cur_id = cur;
-        starts[nb] = len;
+        starts[*nb] = len;
+        b
+    }
 
-        for k in 0..nb {
-            if self.deliver(ids[k], idx[k], &out[starts[k]..starts[k + 1]], sink) == Flow::Stop {
-                return Flow::Stop;
-            }
+    /// Deliver what `run` gathered and empty it. On a stop the position is
+    /// left after the frame of the block the sink stopped in, as if the
+    /// blocks had come one by one.
+    fn flush_run<S: FrameSink + ?Sized>(&mut self, run: &mut Run, sink: &mut S) -> Flow {
+        if run.n == 0 {
+            return Flow::Continue;
         }
-        Flow::Continue
+        let (n, len) = (run.n, run.len);
+        run.n = 0;
+        run.len = 0;
+        let (flow, used) = sink.run(run.id, &run.spans[..n], &run.bytes[..len]);
+        if flow == Flow::Stop {
+            let k = run.spans[..n].partition_point(|s| s.0 < used.max(1)).saturating_sub(1);
+            self.pos = run.ends[k];
+        }
+        flow
     }
 
     /// Hand one block to the sink (data without an ID only to the monitor).
@@ -822,6 +978,22 @@ fn clean_frame(bytes: &[u8]) -> Option<[u8; FRAME_SIZE]> {
     let any_fsync = (0..4).any(|k| (word >> (32 * k)) as u32 as u128 == fsync);
     let any_hsync = (0..8).any(|k| (word >> (16 * k)) & 0xffff == hsync);
     (!any_fsync && !any_hsync).then_some(frame)
+}
+
+/// A frame cut into blocks: block k is `out[starts[k]..starts[k + 1]]`,
+/// for ID `ids[k]` at index `idx[k]`.
+struct Blocks {
+    out: [u8; FRAME_DATA],
+    ids: [u8; 8],
+    idx: [u64; 8],
+    starts: [usize; 9],
+    n: usize,
+}
+
+impl Blocks {
+    fn get(&self, k: usize) -> (u8, u64, &[u8]) {
+        (self.ids[k], self.idx[k], &self.out[self.starts[k]..self.starts[k + 1]])
+    }
 }
 
 /// Bit 0 of the even bytes 0..=14 of a frame read as a little-endian u128.

@@ -549,11 +549,7 @@ impl Chain {
         let recover = self.recover;
         match &mut self.proto {
             Proto::Etm4 { parser, decoder } => {
-                parser.push_until(index, bytes, &mut |pk: &Packet, raw: &[u8]| {
-                    counts.packets += 1;
-                    on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
-                    decode_packet(decoder, recover, pk, source, on_event, counts)
-                });
+                push_etm4(parser, decoder, Place::At(index), recover, source, stream_id, bytes, on_event, counts);
             }
             Proto::Ptm { parser, decoder, prev } => {
                 let overread = match prev.as_deref() {
@@ -579,6 +575,27 @@ impl Chain {
             }
         }
         !self.is_fatal()
+    }
+
+    /// Push one ID's blocks joined (see [`crate::frame::FrameSink::run`]) in
+    /// one go, when the protocol's parser can take them so: whether the
+    /// data path goes on, and the bytes used.
+    #[allow(clippy::too_many_arguments)]
+    fn push_run<F: FnMut(Event<'_>)>(
+        &mut self,
+        plan: &BufferPlan,
+        stream_id: u8,
+        spans: &[(usize, u64)],
+        bytes: &[u8],
+        on_event: &mut F,
+        counts: &mut Counts,
+    ) -> Option<(bool, usize)> {
+        let source = &plan.sources[self.source];
+        let Proto::Etm4 { parser, decoder } = &mut self.proto else {
+            return None;
+        };
+        let used = push_etm4(parser, decoder, Place::Spans(spans), self.recover, source, stream_id, bytes, on_event, counts);
+        Some((!is_fatal(decoder), used))
     }
 
     /// Flush the parser and decoder; false when the decoder stopped on what
@@ -674,6 +691,56 @@ impl Chain {
             _ => return Err(SessionError::StateProtocol),
         }
         Ok(())
+    }
+}
+
+/// Where a block handed to a parser lies in the buffer.
+#[derive(Clone, Copy)]
+enum Place<'a> {
+    /// From this index on.
+    At(u64),
+    /// Joined blocks: (offset in the data, index) of each.
+    Spans(&'a [(usize, u64)]),
+}
+
+/// Parse a block of ETMv4/ETE data, each packet out as an event and into
+/// the decoder; returns the bytes used.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn push_etm4<F: FnMut(Event<'_>)>(
+    parser: &mut Etm4Parser,
+    decoder: &mut Option<Etm4Decoder>,
+    place: Place<'_>,
+    recover: bool,
+    source: &Source,
+    stream_id: u8,
+    bytes: &[u8],
+    on_event: &mut F,
+    counts: &mut Counts,
+) -> usize {
+    let out = |pk: &Packet, raw: &[u8], on_event: &mut F, counts: &mut Counts| {
+        counts.packets += 1;
+        on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
+    };
+    // Without a decoder (a packets-only run) nothing can stop the parser, so
+    // the sink need not ask each time.
+    match decoder {
+        None => parse_etm4(parser, place, bytes, &mut |pk: &Packet, raw: &[u8]| {
+            out(pk, raw, on_event, counts);
+            true
+        }),
+        Some(_) => parse_etm4(parser, place, bytes, &mut |pk: &Packet, raw: &[u8]| {
+            out(pk, raw, on_event, counts);
+            decode_packet(decoder, recover, pk, source, on_event, counts)
+        }),
+    }
+}
+
+#[inline]
+fn parse_etm4<S: FnMut(&Packet, &[u8]) -> bool>(parser: &mut Etm4Parser, place: Place<'_>, bytes: &[u8], sink: &mut S) -> usize {
+    match place {
+        Place::At(index) => parser.push_until(index, bytes, sink),
+        Place::Spans(spans) => parser.push_spans_until(spans, bytes, sink),
     }
 }
 
@@ -1188,5 +1255,19 @@ impl<F: FnMut(Event<'_>)> FrameSink for DemuxSink<'_, '_, F> {
                 Flow::Continue
             }
         }
+    }
+
+    #[inline]
+    fn run(&mut self, id: u8, spans: &[(usize, u64)], bytes: &[u8]) -> (Flow, usize) {
+        if let Slot::Chain(c) = &mut self.slots[id as usize & 0x7f] {
+            if let Some((ok, used)) = c.push_run(self.plan, id, spans, bytes, self.on_event, self.counts) {
+                if ok {
+                    return (Flow::Continue, bytes.len());
+                }
+                *self.fatal = Some(format!("trace ID 0x{id:x}: the decoder stopped on an error"));
+                return (Flow::Stop, used);
+            }
+        }
+        crate::frame::run_as_blocks(self, id, spans, bytes)
     }
 }

@@ -131,6 +131,12 @@ pub struct Etm4Parser {
     sent_not_sync: bool,
     packet_index: u64,
     block_index: u64,
+    /// Where the bytes of the current push lie in the buffer: (offset in
+    /// the push, buffer index) of each stretch, in order, the first at
+    /// offset 0 (see [`Etm4Parser::push_spans_until`]). Not saved: a state
+    /// is taken between pushes.
+    #[serde(skip)]
+    spans: Vec<(usize, u64)>,
     update_on_unsync_index: u64,
     dump_unsynced: usize,
     bytes_in: u64,
@@ -213,6 +219,7 @@ impl Etm4Parser {
             sent_not_sync: false,
             packet_index: 0,
             block_index: 0,
+            spans: Vec::with_capacity(8),
             update_on_unsync_index: 0,
             dump_unsynced: 0,
             bytes_in: 0,
@@ -260,6 +267,65 @@ impl Etm4Parser {
     /// false (a decoder that hit a fatal error). Returns the number of bytes of
     /// `data` consumed; the packet the sink refused is complete.
     pub fn push_until<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, index: u64, data: &[u8], sink: &mut F) -> usize {
+        self.spans.clear();
+        self.spans.push((0, index));
+        self.parse::<false, F>(index, data, sink)
+    }
+
+    /// As [`Etm4Parser::push_until`] for data gathered from several blocks
+    /// of the buffer (one trace ID's bytes from consecutive formatter
+    /// frames): `spans` gives (offset in `data`, buffer index) of each
+    /// block's first byte, in order. Packets get the indices they would get
+    /// had each block been pushed on its own, and a packet that runs from
+    /// one block into the next is parsed straight from `data`.
+    pub fn push_spans_until<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, spans: &[(usize, u64)], data: &[u8], sink: &mut F) -> usize {
+        self.spans.clear();
+        self.spans.extend_from_slice(spans);
+        // The first stretch starts the push, whatever the caller says.
+        let first = match self.spans.first_mut() {
+            Some(s) => {
+                s.0 = 0;
+                s.1
+            }
+            None => {
+                self.spans.push((0, 0));
+                0
+            }
+        };
+        self.parse::<true, F>(first, data, sink)
+    }
+
+    /// The stretch of the current push holding `data[pos]`, found from
+    /// stretch `k` on (the fast path moves forward a stretch at a time): its
+    /// number, the buffer index of `data[0]` were the push all that stretch
+    /// (wrapping), and where the next stretch starts.
+    #[inline]
+    fn span_from(&self, mut k: usize, pos: usize) -> (usize, u64, usize) {
+        while self.spans.get(k + 1).is_some_and(|s| s.0 <= pos) {
+            k += 1;
+        }
+        let (start, index) = self.spans.get(k).copied().unwrap_or((0, self.block_index));
+        let next = self.spans.get(k + 1).map_or(usize::MAX, |s| s.0);
+        (k, index.wrapping_sub(start as u64), next)
+    }
+
+    /// Buffer index of `data[pos]` in the current push.
+    #[inline]
+    fn at(&self, pos: usize) -> u64 {
+        let k = self.spans.partition_point(|s| s.0 <= pos).saturating_sub(1);
+        self.span_from(k, pos).1.wrapping_add(pos as u64)
+    }
+
+    /// Buffer index just past `data[pos - 1]`: at the end of a block that is
+    /// just past its last byte, as for a push of that block alone.
+    #[inline]
+    fn after(&self, pos: usize) -> u64 {
+        self.at(pos - 1) + 1
+    }
+
+    /// The machine over one push; `SPANS` when the push joins blocks (see
+    /// [`Etm4Parser::push_spans_until`]).
+    fn parse<const SPANS: bool, F: FnMut(&Packet, &[u8]) -> bool>(&mut self, index: u64, data: &[u8], sink: &mut F) -> usize {
         self.block_index = index;
         self.stopped = false;
         let mut pos = 0usize;
@@ -268,13 +334,13 @@ impl Etm4Parser {
                 State::Header => {
                     if self.is_sync {
                         // Fast path: whole common packets straight from `data`.
-                        pos = self.fast_run(index, data, pos, sink);
+                        pos = self.fast_run::<SPANS, F>(data, pos, sink);
                         if pos >= data.len() || self.stopped {
                             break;
                         }
                     }
                     self.clear_packet_fields();
-                    self.packet_index = self.block_index + pos as u64;
+                    self.packet_index = self.at(pos);
                     if self.is_sync {
                         let (t, h) = self.table[data[pos] as usize];
                         self.handler = h;
@@ -289,7 +355,7 @@ impl Etm4Parser {
                     while pos < data.len() && self.state == State::Data {
                         let b = data[pos];
                         if self.buf.is_empty() {
-                            self.buf_first = self.block_index + pos as u64;
+                            self.buf_first = self.at(pos);
                         }
                         self.buf.push(b);
                         pos += 1;
@@ -318,7 +384,24 @@ impl Etm4Parser {
             }
         }
         self.bytes_in += pos as u64;
+        if self.state == State::Header && self.buf.is_empty() {
+            self.settle();
+        }
         pos
+    }
+
+    /// Between packets, forget what only the last packet needed (the next
+    /// header sets it again). The fast path leaves some of it as the
+    /// byte-wise machine would not, and which of the two took a packet
+    /// depends on where pushes split the data: a state saved here is the
+    /// same either way, so a decode started part way through a buffer is
+    /// seen to have met the one from the start (the parallel index build
+    /// compares their states).
+    fn settle(&mut self) {
+        self.scratch = Scratch::default();
+        self.handler = Handler::NotSync;
+        self.packet_index = 0;
+        self.clear_packet_fields();
     }
 
     /// End of trace: a packet still being assembled is reported as
@@ -434,15 +517,15 @@ impl Etm4Parser {
             if self.buf.len() > 1 {
                 self.dump_unsynced = self.buf.len() - 1;
                 self.state = State::SendUnsynced;
-                self.update_on_unsync_index = self.block_index + pos as u64 - 1;
+                self.update_on_unsync_index = self.at(pos - 1);
             } else {
-                self.packet_index = self.block_index + pos as u64 - 1;
+                self.packet_index = self.at(pos - 1);
             }
             self.handler = self.table[0].1;
         } else if self.buf.len() >= 8 {
             self.dump_unsynced = self.buf.len();
             self.state = State::SendUnsynced;
-            self.update_on_unsync_index = self.block_index + pos as u64;
+            self.update_on_unsync_index = self.after(pos);
         }
     }
 
@@ -640,18 +723,19 @@ impl Etm4Parser {
             }
         }
         if len == self.scratch.excep_size as usize {
-            self.finish_exception();
+            let b2 = if len > 2 { self.buf[2] } else { 0 };
+            self.finish_exception(self.buf[1], b2);
             self.state = State::SendPacket;
         }
     }
 
-    fn finish_exception(&mut self) {
-        let b1 = self.buf[1];
+    /// The exception fields from the packet's second byte and its third
+    /// (read only when the second says there is one).
+    fn finish_exception(&mut self, b1: u8, b2: u8) {
         let mut number = ((b1 >> 1) & 0x1f) as u16;
         let addr_interp = ((b1 & 0x40) >> 5) | (b1 & 0x1);
         let mut fault_pending = false;
         if b1 & 0x80 != 0 {
-            let b2 = self.buf[2];
             number |= ((b2 & 0x1f) as u16) << 5;
             fault_pending = (b2 >> 5) & 1 == 1;
         }
@@ -671,9 +755,7 @@ impl Etm4Parser {
         let len = self.buf.len();
         let format = self.pkt.ptype;
         if len == 1 {
-            self.scratch.count_done = false;
-            self.scratch.commit_done = false;
-            self.scratch.has_count = true;
+            self.cycle_scratch();
             match format {
                 PacketType::CycleCountF3 => {
                     if !self.set.commit_opt1 {
@@ -695,15 +777,7 @@ impl Etm4Parser {
                 _ => {}
             }
         } else if format == PacketType::CycleCountF2 && len == 2 {
-            // Header bit 0 (F) selects the commit offset: 1, or MAXSPEC - 15.
-            let offset = if self.buf[0] & 1 == 1 { (self.set.max_spec as i64 - 15) as u32 } else { 1 };
-            let commit = ((b >> 4) & 0xf) as u32;
-            let cc = self.cc_threshold().wrapping_add((b & 0xf) as u32);
-            self.set_cc(cc);
-            // Commit mode 1 cycle counts carry no commit field.
-            if !self.set.commit_opt1 {
-                self.set_commit(commit.wrapping_add(offset));
-            }
+            self.cycle_f2(self.buf[0], b);
             self.state = State::SendPacket;
         } else if !self.scratch.commit_done {
             self.scratch.commit_done = b & 0x80 == 0;
@@ -734,6 +808,26 @@ impl Etm4Parser {
                 self.set_cc(0);
             }
             self.state = State::SendPacket;
+        }
+    }
+
+    /// What a cycle count packet's first byte sets up, for both paths.
+    fn cycle_scratch(&mut self) {
+        self.scratch.count_done = false;
+        self.scratch.commit_done = false;
+        self.scratch.has_count = true;
+    }
+
+    /// A format 2 cycle count from its two bytes.
+    fn cycle_f2(&mut self, header: u8, b: u8) {
+        // Header bit 0 (F) selects the commit offset: 1, or MAXSPEC - 15.
+        let offset = if header & 1 == 1 { (self.set.max_spec as i64 - 15) as u32 } else { 1 };
+        let commit = ((b >> 4) & 0xf) as u32;
+        let cc = self.cc_threshold().wrapping_add((b & 0xf) as u32);
+        self.set_cc(cc);
+        // Commit mode 1 cycle counts carry no commit field.
+        if !self.set.commit_opt1 {
+            self.set_commit(commit.wrapping_add(offset));
         }
     }
 
@@ -878,20 +972,27 @@ impl Etm4Parser {
 
     /// Context fields starting at the info byte `buf[at]`.
     fn extract_context(&mut self, at: usize) {
-        let info = self.buf[at];
+        let buf = std::mem::take(&mut self.buf);
+        self.context_fields(&buf[at..]);
+        self.buf = buf;
+    }
+
+    /// Context fields from `b`: the info byte, then the IDs it names.
+    fn context_fields(&mut self, b: &[u8]) {
+        let info = b[0];
         self.set_context_info(true, info);
         let nv = if info & 0x40 != 0 { self.set.vmid_bytes as usize } else { 0 };
         let nc = if info & 0x80 != 0 { self.set.cid_bytes as usize } else { 0 };
-        let mut p = at + 1;
+        let mut p = 1;
         if nv > 0 {
-            let v = le_bytes(&self.buf[p..p + nv]);
+            let v = le_bytes(&b[p..p + nv]);
             p += nv;
             self.pkt.context.vmid = v;
             self.pkt.context.updated = true;
             self.pkt.context.updated_vmid = true;
         }
         if nc > 0 {
-            let v = le_bytes(&self.buf[p..p + nc]);
+            let v = le_bytes(&b[p..p + nc]);
             self.pkt.context.context_id = v;
             self.pkt.context.updated = true;
             self.pkt.context.updated_cid = true;
@@ -1140,65 +1241,138 @@ impl Etm4Parser {
         self.pkt.trace_info.initial = false;
     }
 
-    /// Parse whole packets of the common kinds (atoms, addresses, one-byte
-    /// packets) straight from `data[pos..]`, as long as each lies entirely in
-    /// `data`. Returns where it stopped: the end of `data`, or a packet the
-    /// byte-wise machine must take.
+    /// Hand a packet the fast path parsed to the sink.
+    #[inline(always)]
+    fn emit<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, sink: &mut F, ptype: PacketType, at: u64, raw: &[u8]) -> bool {
+        self.pkt.ptype = ptype;
+        self.pkt.index = at;
+        self.pkt.offset = at;
+        sink(&self.pkt, raw)
+    }
+
+    /// Parse whole packets of the common kinds (atoms, addresses, cycle
+    /// counts, short exceptions, context and address-and-context packets,
+    /// one-byte packets)
+    /// straight from `data[pos..]`, as long as each lies entirely in `data`.
+    /// Returns where it stopped: the end of `data`, or a packet the byte-wise
+    /// machine must take. Each packet gets the fields the byte-wise machine
+    /// would give it; those valid for one packet only are cleared after it
+    /// (atoms excepted: only atom packets and the decoder's atom-carrying
+    /// packets read them, and those always set them).
     #[inline]
-    fn fast_run<F: FnMut(&Packet, &[u8]) -> bool>(
-        &mut self,
-        index: u64,
-        data: &[u8],
-        mut pos: usize,
-        sink: &mut F,
-    ) -> usize {
-        while pos < data.len() {
-            let b = data[pos];
-            let fast = self.fast[b as usize];
-            let ptype = self.table[b as usize].0;
-            let n = match fast {
-                Fast::Atom(bits, count) => {
+    fn fast_run<const SPANS: bool, F: FnMut(&Packet, &[u8]) -> bool>(&mut self, data: &[u8], mut pos: usize, sink: &mut F) -> usize {
+        let k = self.spans.partition_point(|s| s.0 <= pos).saturating_sub(1);
+        let (mut k, mut base, mut next) = self.span_from(k, pos);
+        while let Some(&b) = data.get(pos) {
+            if SPANS && pos >= next {
+                (k, base, next) = self.span_from(k, pos);
+            }
+            let rest = &data[pos..];
+            let at = base.wrapping_add(pos as u64);
+            let (n, go_on) = match self.fast[b as usize] {
+                Fast::Atom(count, ptype, bits) => {
                     self.pkt.atom_bits = bits;
                     self.pkt.atom_count = count;
-                    1
+                    (1, self.emit(sink, ptype, at, &rest[..1]))
                 }
-                Fast::ShortAddr(is) => {
-                    let n = match data.get(pos + 1) {
+                Fast::ShortAddr(is, ptype) => {
+                    let n = match rest.get(1) {
                         Some(&b1) if b1 & 0x80 == 0 => 2,
-                        Some(_) if pos + 2 < data.len() => 3,
+                        Some(_) if rest.len() > 2 => 3,
                         _ => break,
                     };
-                    let (v, bits, _) = short_addr(&data[pos + 1..pos + n], is);
+                    let (v, bits, _) = short_addr(&rest[1..n], is);
                     self.update_short_address(v, is, bits);
-                    n
+                    (n, self.emit(sink, ptype, at, &rest[..n]))
                 }
-                Fast::Long32(is) => {
-                    if pos + 5 > data.len() {
-                        break;
-                    }
-                    let v = long_addr_32(&data[pos + 1..pos + 5], is);
+                Fast::Long32(is, ptype) => {
+                    let Some(raw) = rest.get(..5) else { break };
+                    let v = long_addr_32(&raw[1..], is);
                     self.set_address_32(v, is);
-                    5
+                    (5, self.emit(sink, ptype, at, raw))
                 }
-                Fast::Long64(is) => {
-                    if pos + 9 > data.len() {
-                        break;
-                    }
-                    let v = long_addr_64(&data[pos + 1..pos + 9], is);
+                Fast::Long64(is, ptype) => {
+                    let Some(raw) = rest.get(..9) else { break };
+                    let v = long_addr_64(&raw[1..], is);
                     self.set_address_64(v, is);
-                    9
+                    (9, self.emit(sink, ptype, at, raw))
                 }
-                Fast::NoPayload => {
+                Fast::NoPayload(ptype) => {
                     self.pkt.ptype = ptype;
                     self.no_payload(b);
-                    1
+                    (1, self.emit(sink, ptype, at, &rest[..1]))
+                }
+                Fast::CycleF3 => {
+                    self.cycle_scratch();
+                    if !self.set.commit_opt1 {
+                        self.set_commit(((b >> 2) & 0x3) as u32 + 1);
+                    }
+                    let cc = self.cc_threshold().wrapping_add((b & 0x3) as u32);
+                    self.set_cc(cc);
+                    let go_on = self.emit(sink, PacketType::CycleCountF3, at, &rest[..1]);
+                    self.clear_packet_fields();
+                    (1, go_on)
+                }
+                Fast::CycleF2 => {
+                    let Some(raw) = rest.get(..2) else { break };
+                    self.cycle_scratch();
+                    self.cycle_f2(b, raw[1]);
+                    let go_on = self.emit(sink, PacketType::CycleCountF2, at, raw);
+                    self.clear_packet_fields();
+                    (2, go_on)
+                }
+                Fast::Exception => {
+                    // Only the two-byte form; ETE's PE reset and transaction
+                    // failure always have a third byte.
+                    let Some(raw) = rest.get(..2) else { break };
+                    let b1 = raw[1];
+                    let t = (b1 >> 1) & 0x1f;
+                    if b1 & 0x80 != 0 || (self.set.major >= 5 && (t == 0 || t == 0x18)) {
+                        break;
+                    }
+                    self.scratch.excep_size = 2;
+                    self.finish_exception(b1, 0);
+                    (2, self.emit(sink, PacketType::Exception, at, raw))
+                }
+                Fast::Context => {
+                    // Without the info byte, or with one that names no IDs.
+                    let raw = if b & 1 == 0 {
+                        self.set_context_info(false, 0);
+                        &rest[..1]
+                    } else {
+                        match rest.get(..2) {
+                            Some(raw) if raw[1] & 0xc0 == 0 => {
+                                self.set_context_info(true, raw[1]);
+                                raw
+                            }
+                            _ => break,
+                        }
+                    };
+                    let go_on = self.emit(sink, PacketType::Context, at, raw);
+                    self.clear_packet_fields();
+                    (raw.len(), go_on)
+                }
+                Fast::AddrCtxt(is, ptype, wide) => {
+                    let a = if wide { 8 } else { 4 };
+                    let Some(&info) = rest.get(1 + a) else { break };
+                    let nv = if info & 0x40 != 0 { self.set.vmid_bytes as usize } else { 0 };
+                    let nc = if info & 0x80 != 0 { self.set.cid_bytes as usize } else { 0 };
+                    let n = 2 + a + nv + nc;
+                    let Some(raw) = rest.get(..n) else { break };
+                    // The address first: a 32-bit one keeps the upper half
+                    // when the context before this packet says AArch64.
+                    if wide {
+                        self.set_address_64(long_addr_64(&raw[1..9], is), is);
+                    } else {
+                        self.set_address_32(long_addr_32(&raw[1..5], is), is);
+                    }
+                    self.context_fields(&raw[1 + a..]);
+                    let go_on = self.emit(sink, ptype, at, raw);
+                    self.clear_packet_fields();
+                    (n, go_on)
                 }
                 Fast::Slow => break,
             };
-            self.pkt.ptype = ptype;
-            self.pkt.index = index + pos as u64;
-            self.pkt.offset = self.pkt.index;
-            let go_on = sink(&self.pkt, &data[pos..pos + n]);
             pos += n;
             if !go_on {
                 self.stopped = true;
@@ -1210,16 +1384,28 @@ impl Etm4Parser {
     }
 }
 
-/// How the fast path handles a header byte.
+/// How the fast path handles a header byte (with the packet type it gives,
+/// where the header byte alone does not say). Tagged in the first byte, and
+/// the fields laid out to fill 8 bytes, so an entry is read without
+/// decoding a niche.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum Fast {
     Slow,
-    /// Atom packet with its pattern and count precomputed.
-    Atom(u32, u8),
-    ShortAddr(u8),
-    Long32(u8),
-    Long64(u8),
-    NoPayload,
+    /// Atom packet with its count, type and pattern precomputed.
+    Atom(u8, PacketType, u32),
+    /// Address packets with their instruction set.
+    ShortAddr(u8, PacketType),
+    Long32(u8, PacketType),
+    Long64(u8, PacketType),
+    NoPayload(PacketType),
+    CycleF3,
+    CycleF2,
+    Exception,
+    Context,
+    /// Address and context, with the instruction set and whether the
+    /// address is 64 bits.
+    AddrCtxt(u8, PacketType, bool),
 }
 
 /// The fast-path table for a header table: atoms are decoded once here.
@@ -1230,18 +1416,27 @@ fn build_fast_table(table: &[(PacketType, Handler); 256]) -> [Fast; 256] {
         f[b] = match h {
             Handler::Atom => {
                 let (bits, count) = atom_pattern(t, b as u8);
-                Fast::Atom(bits, count)
+                Fast::Atom(count, t, bits)
             }
-            Handler::ShortAddr => Fast::ShortAddr(matches!(t, P::AddrShortIs1 | P::SrcAddrShortIs1) as u8),
+            Handler::ShortAddr => Fast::ShortAddr(matches!(t, P::AddrShortIs1 | P::SrcAddrShortIs1) as u8, t),
             Handler::LongAddr => {
                 let is = matches!(t, P::AddrL32Is1 | P::SrcAddrL32Is1 | P::AddrL64Is1 | P::SrcAddrL64Is1) as u8;
                 if matches!(t, P::AddrL64Is0 | P::AddrL64Is1 | P::SrcAddrL64Is0 | P::SrcAddrL64Is1) {
-                    Fast::Long64(is)
+                    Fast::Long64(is, t)
                 } else {
-                    Fast::Long32(is)
+                    Fast::Long32(is, t)
                 }
             }
-            Handler::NoPayload => Fast::NoPayload,
+            Handler::NoPayload => Fast::NoPayload(t),
+            Handler::CycleCount if t == P::CycleCountF3 => Fast::CycleF3,
+            Handler::CycleCount if t == P::CycleCountF2 => Fast::CycleF2,
+            Handler::Exception => Fast::Exception,
+            Handler::Context => Fast::Context,
+            Handler::AddrCtxt => Fast::AddrCtxt(
+                matches!(t, P::AddrCtxtL32Is1 | P::AddrCtxtL64Is1) as u8,
+                t,
+                matches!(t, P::AddrCtxtL64Is0 | P::AddrCtxtL64Is1),
+            ),
             _ => Fast::Slow,
         };
     }
