@@ -58,7 +58,8 @@ const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '
 /// that did not commit; from per-segment values spread over the columns each
 /// segment covers on the axis.
 /// Each segment is given as `sub` equal parts (`value` takes segment × `sub`
-/// + part), placed along the segment's span of the axis.
+/// plus part), placed along the segment's span of the axis.
+///
 /// [`bin_columns`] for a timeline line, kept in the app for the frames
 /// after (the same columns, zoom and lanes bin to the same columns).
 fn density_columns(
