@@ -1514,3 +1514,63 @@ fn mixed_source_and_disassembly() {
     }
 }
 
+
+/// In one core's view a call folds although other cores' elements run
+/// inside it (the view hides them), and its span often ends on one of
+/// those: the rows after the fold still follow it (they were gone: the
+/// list ended at the folded row).
+#[test]
+fn a_fold_in_a_cores_view_is_followed_by_its_next_rows() {
+    let Some((mut app, dir)) = open_fixture("TC2", (160, 48)) else { return };
+    wait(&mut app, "the call stacks", |a| a.calls.ready);
+    settle(&mut app);
+    let id = 0x11;
+    let cpu = app.cores().iter().find(|c| c.0 == id).expect("a core traced as ID 0x11").1;
+    set_view(&mut app, &format!("cpu:{cpu}"));
+    let map = app.rowmap.clone().expect("the view's rows");
+    let mut tried = std::collections::HashSet::new();
+    let mut checked = 0;
+    for _ in 0..200 {
+        let rows: Vec<u64> = app.visible().iter().map(|p| p.number).collect();
+        let heads: Vec<(u64, u64)> = rows
+            .iter()
+            .filter_map(|n| Some((*n, app.calls.row(*n)?.frames.last()?.entry)))
+            .filter(|(n, entry)| entry < n)
+            .collect();
+        for (n, entry) in heads {
+            if !tried.insert(entry) {
+                continue;
+            }
+            goto(&mut app, n);
+            app.update(Action::Fold);
+            wait(&mut app, "the fold", |a| a.calls.fold_pending.is_empty());
+            let Some(f) = app.calls.folds.values().next().cloned() else { continue };
+            settle(&mut app);
+            if map.row_of(f.end).is_none() {
+                // The fold ends on an element of another core.
+                let after = map.next(f.end);
+                let shown: Vec<u64> = app.visible().iter().map(|p| p.number).collect();
+                let at = shown.iter().position(|&m| m == f.entry).expect("the folded row on screen");
+                match after {
+                    Some(next) => assert_eq!(shown.get(at + 1), Some(&next), "the row after the fold {}..={}", f.entry, f.end),
+                    None => assert_eq!(shown.len(), at + 1),
+                }
+                assert!(shown.iter().all(|&m| m <= f.entry || m > f.end));
+                checked += 1;
+            }
+            goto(&mut app, f.entry);
+            app.update(Action::Unfold);
+            assert!(app.calls.folds.is_empty(), "{}", app.message);
+            goto(&mut app, n);
+        }
+        if checked >= 3 || app.at_view_end(app.cursor) {
+            break;
+        }
+        goto(&mut app, *rows.last().unwrap());
+        act(&mut app, &[Action::PageDown]);
+        settle(&mut app);
+    }
+    assert!(checked > 0, "no fold in the view ended on another core's element");
+    drop(app);
+    let _ = std::fs::remove_dir_all(dir.parent().unwrap());
+}

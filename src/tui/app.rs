@@ -395,7 +395,12 @@ impl App {
         if total == 0 {
             return;
         }
-        if let Some(pages) = self.view_pages() {
+        if let Some(mut pages) = self.view_pages() {
+            // A fold hides rows the view's row numbers count: the rows shown
+            // after it are further on.
+            pages.extend(self.visible().iter().map(|p| p.number / PAGE));
+            pages.sort_unstable();
+            pages.dedup();
             self.want_pages(pages.into_iter());
             self.request_calls();
             self.ask_source();

@@ -246,14 +246,30 @@ impl RowMap {
         joined
     }
 
-    /// The element on the row after element `n`'s.
+    /// The element on the row after element `n`'s; when the view does not
+    /// show `n` (the last element of a fold that other streams' elements
+    /// end), the first element after it that the view shows.
     pub fn next(&self, n: u64) -> Option<u64> {
-        self.element_at(self.row_of(n)? + 1)
+        match self.row_of(n) {
+            Some(r) => self.element_at(r + 1),
+            None => {
+                let j = self.by_element.partition_point(|&i| self.runs[i].0 <= n);
+                self.by_element.get(j).map(|&i| self.runs[i].0)
+            }
+        }
     }
 
-    /// The element on the row before element `n`'s.
+    /// The element on the row before element `n`'s; when the view does not
+    /// show `n`, the last element before it that the view shows.
     pub fn prev(&self, n: u64) -> Option<u64> {
-        self.element_at(self.row_of(n)?.checked_sub(1)?)
+        match self.row_of(n) {
+            Some(r) => self.element_at(r.checked_sub(1)?),
+            None => {
+                let j = self.by_element.partition_point(|&i| self.runs[i].0 <= n).checked_sub(1)?;
+                let (first, len) = self.runs[self.by_element[j]];
+                Some(first + len - 1)
+            }
+        }
     }
 }
 
@@ -407,6 +423,14 @@ mod tests {
         assert_eq!(m.prev(5), Some(20));
         assert_eq!(m.prev(10), None);
         assert_eq!(m.next(6), None);
+        // Elements the view does not show (a fold's end in another stream):
+        // the next and previous shown elements by number.
+        assert_eq!(m.next(7), Some(10));
+        assert_eq!(m.next(16), Some(20));
+        assert_eq!(m.next(21), None);
+        assert_eq!(m.prev(16), Some(14));
+        assert_eq!(m.prev(8), Some(6));
+        assert_eq!(m.prev(4), None);
         assert_eq!(m.elements_between(1, 6), vec![(5, 1), (11, 4), (20, 1)], "rows 1..=6, by element");
         assert_eq!(m.elements_between(6, 1), m.elements_between(1, 6));
         assert_eq!(m.elements_between(0, 99), vec![(5, 2), (10, 5), (20, 1)], "past the end: to the last row");
