@@ -135,6 +135,15 @@ impl Stats {
     }
 }
 
+/// Whether a frame of `func` is open: what it executes then counts in that
+/// frame's total when the frame closes. What a function is given outside
+/// any frame of its own (a cycle count that arrives after a gap closed its
+/// frames, a range after one) counts in its total at once, or its total
+/// would fall below its self count.
+fn in_frame_of(stack: &[Frame], func: u64) -> bool {
+    stack.iter().any(|f| f.kind == FrameKind::Function(func))
+}
+
 fn caller(parents: &[Frame]) -> u64 {
     match parents.last().map(|f| f.kind) {
         Some(FrameKind::Function(k)) => k,
@@ -184,21 +193,33 @@ impl StackListener for Stats {
         self.saturated |= sat;
     }
 
-    fn executed(&mut self, thread: ThreadKey, _stack: &[Frame], func: u64, count: u64) {
+    fn executed(&mut self, thread: ThreadKey, stack: &[Frame], func: u64, count: u64) {
+        let outside = !in_frame_of(stack, func);
         let f = self.func(thread, func);
-        let sat = add_saturating(&mut f.self_instructions, count);
+        let mut sat = add_saturating(&mut f.self_instructions, count);
+        if outside {
+            sat |= add_saturating(&mut f.total_instructions, count);
+        }
         self.saturated |= sat;
     }
 
-    fn cycles(&mut self, thread: ThreadKey, _stack: &[Frame], func: u64, cycles: u64) {
+    fn cycles(&mut self, thread: ThreadKey, stack: &[Frame], func: u64, cycles: u64) {
+        let outside = !in_frame_of(stack, func);
         let f = self.func(thread, func);
-        let sat = add_saturating(&mut f.self_cycles, cycles);
+        let mut sat = add_saturating(&mut f.self_cycles, cycles);
+        if outside {
+            sat |= add_saturating(&mut f.total_cycles, cycles);
+        }
         self.saturated |= sat;
     }
 
-    fn time(&mut self, thread: ThreadKey, _stack: &[Frame], func: u64, ticks: u64) {
+    fn time(&mut self, thread: ThreadKey, stack: &[Frame], func: u64, ticks: u64) {
+        let outside = !in_frame_of(stack, func);
         let f = self.func(thread, func);
-        let sat = add_saturating(&mut f.self_time, ticks);
+        let mut sat = add_saturating(&mut f.self_time, ticks);
+        if outside {
+            sat |= add_saturating(&mut f.total_time, ticks);
+        }
         self.saturated |= sat;
     }
 }

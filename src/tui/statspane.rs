@@ -196,7 +196,11 @@ pub fn draw(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
         }
         let mut spans = vec![TextSpan::styled(format!("{name:<name_w$}"), pal.accent())];
         for (c, _, w) in &cols {
-            spans.push(TextSpan::raw(format!(" {:>w$}", thousands(c.value(&r.stats)))));
+            // Per-call figures come from calls whose end was seen: with none,
+            // a 0 would read as calls of no instructions.
+            let per_call = matches!(c, Column::Min | Column::Max | Column::Average);
+            let v = if per_call && r.stats.complete_calls == 0 { "–".to_string() } else { thousands(c.value(&r.stats)) };
+            spans.push(TextSpan::raw(format!(" {v:>w$}")));
         }
         let mut line = Line::from(spans);
         if i == pane.selected {
