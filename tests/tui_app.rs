@@ -1574,3 +1574,35 @@ fn a_fold_in_a_cores_view_is_followed_by_its_next_rows() {
     drop(app);
     let _ = std::fs::remove_dir_all(dir.parent().unwrap());
 }
+
+/// At 80x24 the help is one column that scrolls: every key's description
+/// is read whole (two columns cut them at 80 columns), and the title says
+/// which keys are shown.
+#[test]
+fn the_help_scrolls_at_80_columns_and_cuts_no_description() {
+    let mut app = open((80, 24));
+    act(&mut app, &[Action::Help]);
+    let mut seen = std::collections::HashSet::new();
+    let mut pages = 0;
+    loop {
+        let text = screen(&app, PLAIN).0;
+        assert!(text.contains(" keys ") && text.contains(" of 36 ") || text.contains("keys (Esc closes)"), "{text}");
+        for (k, d) in tracesight::tui::draw::KEYS {
+            if text.lines().any(|l| l.contains(&format!(" {k:<9} {d}"))) {
+                seen.insert(*k);
+            }
+        }
+        pages += 1;
+        if seen.len() == tracesight::tui::draw::KEYS.len() || pages > 10 {
+            break;
+        }
+        act(&mut app, &[Action::PageDown]);
+    }
+    assert_eq!(seen.len(), tracesight::tui::draw::KEYS.len(), "keys never shown: {:?}", tracesight::tui::draw::KEYS.iter().filter(|(k, _)| !seen.contains(k)).collect::<Vec<_>>());
+    assert!(pages >= 2, "one column does not hold 36 keys in 24 lines");
+    // Back to the top, and Esc closes.
+    act(&mut app, &[Action::Top]);
+    assert!(screen(&app, PLAIN).0.contains("keys 1–"), "scrolled back to the first key");
+    act(&mut app, &[Action::Cancel]);
+    assert!(!screen(&app, PLAIN).0.contains("Esc closes"));
+}

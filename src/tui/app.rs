@@ -238,6 +238,8 @@ pub struct App {
     pub timeline_cursor: Option<f64>,
     /// The caret in the text field of a prompt (a char index).
     pub text_at: usize,
+    /// The first key the help overlay shows when it scrolls.
+    pub help_top: usize,
     /// The export file that exists and that a second Enter overwrites.
     pub export_confirm: Option<PathBuf>,
     /// Call depth, folds, the statistics pane and the function chart.
@@ -301,6 +303,7 @@ impl App {
             zoom: (0.0, 1.0),
             timeline_cursor: None,
             text_at: 0,
+            help_top: 0,
             export_confirm: None,
             calls: Default::default(),
             filter: Default::default(),
@@ -939,8 +942,17 @@ impl App {
             Mode::Normal => self.update_normal(a),
             Mode::Stats => self.stats_update(a),
             Mode::Help => {
-                if matches!(a, Action::Cancel | Action::Help | Action::Quit | Action::Submit) {
-                    self.mode = Mode::Normal;
+                let (_, shown) = super::draw::help_layout(self.size);
+                let last = super::draw::KEYS.len().saturating_sub(shown);
+                match a {
+                    Action::Cancel | Action::Help | Action::Quit | Action::Submit => self.mode = Mode::Normal,
+                    Action::Down => self.help_top = (self.help_top + 1).min(last),
+                    Action::Up => self.help_top = self.help_top.saturating_sub(1),
+                    Action::PageDown => self.help_top = (self.help_top + shown.max(1)).min(last),
+                    Action::PageUp => self.help_top = self.help_top.saturating_sub(shown.max(1)),
+                    Action::Top => self.help_top = 0,
+                    Action::Bottom => self.help_top = last,
+                    _ => {}
                 }
             }
             Mode::Mark { set } => {
@@ -1255,7 +1267,10 @@ impl App {
                 };
             }
             Action::Export => self.open_export(),
-            Action::Help => self.mode = Mode::Help,
+            Action::Help => {
+                self.help_top = 0;
+                self.mode = Mode::Help;
+            }
             Action::ZoomIn | Action::ZoomOut => {
                 let (lo, hi) = self.zoom;
                 let centre = self.cursor_fraction().unwrap_or((lo + hi) / 2.0);

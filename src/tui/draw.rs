@@ -42,7 +42,7 @@ pub fn draw_with(app: &App, f: &mut Frame<'_>, pal: Palette) {
     draw_source(app, f, a.source, pal);
     draw_status(app, f, a.status, pal);
     match &app.mode {
-        Mode::Help => draw_help(f, pal),
+        Mode::Help => draw_help(app, f, pal),
         Mode::Search { .. } => draw_search(app, f, a.list, pal),
         Mode::Export { .. } => draw_export(app, f, pal),
         Mode::Stats => super::statspane::draw(app, f, a.list.union(a.source), pal),
@@ -751,31 +751,59 @@ pub const KEYS: &[(&str, &str)] = &[
     ("q", "quit"),
 ];
 
-fn draw_help(f: &mut Frame<'_>, pal: Palette) {
+/// Width of the help's key column.
+const HELP_KEY_W: usize = 10;
+
+/// The help overlay's columns and how many keys it shows at a time, for a
+/// screen of `size`: two columns where both fit every description whole and
+/// one column would not fit every key, else one column that scrolls when
+/// the screen is too short (descriptions cut at 80 columns were unreadable).
+pub fn help_layout(size: (u16, u16)) -> (usize, usize) {
+    let (w, h) = (size.0 as usize, size.1 as usize);
+    let longest = KEYS.iter().map(|(_, d)| d.chars().count() + 1).max().unwrap_or(0);
+    // Borders, and the states under the keys: one line across two columns,
+    // two lines under one.
+    let two_fit = w.saturating_sub(2) / 2 >= HELP_KEY_W + longest;
+    if KEYS.len() > h.saturating_sub(4) && two_fit {
+        (2, KEYS.len().div_ceil(2).min(h.saturating_sub(3)))
+    } else {
+        (1, KEYS.len().min(h.saturating_sub(4)))
+    }
+}
+
+const HELP_STATES: [&str; 2] = [" states: cmt committed · spec unresolved · canc canceled", " · corr corrected · disc discarded · lost"];
+
+fn draw_help(app: &App, f: &mut Frame<'_>, pal: Palette) {
     let screen = f.area();
-    // Two columns when one would not fit: every key stays visible at 80x24.
-    let cols = if (KEYS.len() as u16 + 3) <= screen.height { 1 } else { 2 };
-    let rows = KEYS.len().div_ceil(cols);
-    let width = if cols == 1 { 76 } else { screen.width };
-    let area = centered(screen, width, rows as u16 + 3);
+    let (cols, shown) = help_layout((screen.width, screen.height));
+    let longest = KEYS.iter().map(|(_, d)| d.chars().count() + 1).max().unwrap_or(0);
+    let width = if cols == 1 { (HELP_KEY_W + longest + 2) as u16 } else { screen.width };
+    let area = centered(screen, width, shown as u16 + 2 + (3 - cols as u16));
     let col_w = (area.width.saturating_sub(2) as usize) / cols;
+    let first = if cols == 1 { app.help_top.min(KEYS.len().saturating_sub(shown)) } else { 0 };
+    let rows = if cols == 1 { shown } else { KEYS.len().div_ceil(2) };
     let mut lines: Vec<Line> = Vec::new();
-    for r in 0..rows {
+    for r in 0..shown {
         let mut spans = Vec::new();
         for c in 0..cols {
-            if let Some((k, d)) = KEYS.get(c * rows + r) {
-                spans.push(Span::styled(format!(" {k:<9}"), pal.accent().add_modifier(Modifier::BOLD)));
-                spans.push(Span::raw(fit(&format!(" {d}"), col_w.saturating_sub(10))));
+            if let Some((k, d)) = KEYS.get(first + c * rows + r) {
+                spans.push(Span::styled(format!(" {k:<w$}", w = HELP_KEY_W - 1), pal.accent().add_modifier(Modifier::BOLD)));
+                spans.push(Span::raw(fit(&format!(" {d}"), col_w.saturating_sub(HELP_KEY_W))));
             }
         }
         lines.push(Line::from(spans));
     }
-    lines.push(Line::from(Span::styled(
-        fit(" states: cmt committed · spec unresolved · canc canceled · corr corrected · disc discarded · lost", area.width.saturating_sub(2) as usize),
-        Style::default().add_modifier(Modifier::DIM),
-    )));
+    let states = if cols == 2 { vec![HELP_STATES.concat()] } else { vec![HELP_STATES[0].to_string(), format!("        {}", HELP_STATES[1])] };
+    for t in states {
+        lines.push(Line::from(Span::styled(fit(&t, area.width.saturating_sub(2) as usize), Style::default().add_modifier(Modifier::DIM))));
+    }
+    let title = if cols == 1 && shown < KEYS.len() {
+        format!(" keys {}–{} of {} (↑↓ PgDn PgUp scroll · Esc closes) ", first + 1, first + shown, KEYS.len())
+    } else {
+        " keys (Esc closes) ".to_string()
+    };
     f.render_widget(Clear, area);
-    f.render_widget(Paragraph::new(lines).block(block(" keys (Esc closes) ".into())), area);
+    f.render_widget(Paragraph::new(lines).block(block(title)), area);
 }
 
 fn draw_search(app: &App, f: &mut Frame<'_>, list: Rect, pal: Palette) {
