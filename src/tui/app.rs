@@ -942,8 +942,8 @@ impl App {
             Mode::Normal => self.update_normal(a),
             Mode::Stats => self.stats_update(a),
             Mode::Help => {
-                let (_, shown) = super::draw::help_layout(self.size);
-                let last = super::draw::KEYS.len().saturating_sub(shown);
+                let (_, shown) = super::style::help_layout(self.size);
+                let last = super::style::KEYS.len().saturating_sub(shown);
                 match a {
                     Action::Cancel | Action::Help | Action::Quit | Action::Submit => self.mode = Mode::Normal,
                     Action::Down => self.help_top = (self.help_top + 1).min(last),

@@ -705,71 +705,15 @@ fn draw_status(app: &App, f: &mut Frame<'_>, area: Rect, pal: Palette) {
     f.render_widget(Paragraph::new(line), area);
 }
 
+pub use super::style::{help_layout, KEYS};
+use super::style::HELP_KEY_W;
+
 fn centered(area: Rect, w: u16, h: u16) -> Rect {
     let w = w.min(area.width);
     let h = h.min(area.height);
     Rect::new(area.x + (area.width - w) / 2, area.y + (area.height - h) / 2, w, h)
 }
 
-/// Every key, for the help overlay and the README.
-pub const KEYS: &[(&str, &str)] = &[
-    ("j k ↓ ↑", "move one line"),
-    ("PgDn PgUp", "move one screen"),
-    ("Home End", "first / last element"),
-    ("Enter", "expand a range into instructions / collapse"),
-    ("s", "committed view / speculation view"),
-    ("d", "source / disassembly"),
-    ("D", "source lines mixed into the disassembly / off"),
-    ("g", "go to: N, instr:N, ts:T, cc:C, off:B, addr:HEX, fn:NAME"),
-    ("/", "search functions (fuzzy); Enter goes to the first entry"),
-    ("\\", "search the elements' text; n N repeat"),
-    ("n N", "next / previous execution of what was searched"),
-    ("x X", "next / previous exception"),
-    ("o O", "next / previous gap (no sync, overflow, unreadable code)"),
-    ("c C", "next / previous speculation event"),
-    ("%", "from a call to its return / a return to its call"),
-    ("- +", "fold / unfold the call (or loop ×N) under the cursor"),
-    ("_", "fold every call deeper than the cursor (again: unfold all)"),
-    ("F", "function statistics: ← → sort, s span, Enter first entry"),
-    ("b < >", "timeline: function chart / density; chart depth"),
-    ("z", "Δ column counts from here (again: from the row before)"),
-    ("p P", "next / previous execution of this address"),
-    ("m a-z", "set a mark"),
-    ("' a-z", "jump to a mark"),
-    ("[ ]", "back / forward through jumps"),
-    ("v", "anchor a selection (again: drop it)"),
-    ("w", "export the selection (or marks a..b)"),
-    ("f", "view: id:HEX cpu:N ctx:HEX vmid:N merge (empty: all)"),
-    ("M", "time-merged view of every stream on / off"),
-    ("y", "cycle count rows shown / only in the cycles column"),
-    ("= 0", "timeline zoom in / all (t, then + - zoom in / out)"),
-    ("H L", "timeline pan left / right"),
-    ("t", "timeline cursor: ← → move it, Enter jumps there"),
-    ("mouse", "wheel scrolls; click selects; click on the timeline jumps"),
-    ("Esc", "cancel a search, an export or the selection"),
-    ("?", "this help"),
-    ("q", "quit"),
-];
-
-/// Width of the help's key column.
-const HELP_KEY_W: usize = 10;
-
-/// The help overlay's columns and how many keys it shows at a time, for a
-/// screen of `size`: two columns where both fit every description whole and
-/// one column would not fit every key, else one column that scrolls when
-/// the screen is too short (descriptions cut at 80 columns were unreadable).
-pub fn help_layout(size: (u16, u16)) -> (usize, usize) {
-    let (w, h) = (size.0 as usize, size.1 as usize);
-    let longest = KEYS.iter().map(|(_, d)| d.chars().count() + 1).max().unwrap_or(0);
-    // Borders, and the states under the keys: one line across two columns,
-    // two lines under one.
-    let two_fit = w.saturating_sub(2) / 2 >= HELP_KEY_W + longest;
-    if KEYS.len() > h.saturating_sub(4) && two_fit {
-        (2, KEYS.len().div_ceil(2).min(h.saturating_sub(3)))
-    } else {
-        (1, KEYS.len().min(h.saturating_sub(4)))
-    }
-}
 
 const HELP_STATES: [&str; 2] = [" states: cmt committed · spec unresolved · canc canceled", " · corr corrected · disc discarded · lost"];
 
