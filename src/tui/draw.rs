@@ -720,7 +720,7 @@ const HELP_STATES: [&str; 2] = [" states: cmt committed · spec unresolved · ca
 fn draw_help(app: &App, f: &mut Frame<'_>, pal: Palette) {
     let screen = f.area();
     let (cols, shown) = help_layout((screen.width, screen.height));
-    let longest = KEYS.iter().map(|(_, d)| d.chars().count() + 1).max().unwrap_or(0);
+    let longest = super::style::help_desc_width();
     let width = if cols == 1 { (HELP_KEY_W + longest + 2) as u16 } else { screen.width };
     let area = centered(screen, width, shown as u16 + 2 + (3 - cols as u16));
     let col_w = (area.width.saturating_sub(2) as usize) / cols;

@@ -192,10 +192,16 @@ impl RowMap {
 
     /// The run holding element `n`, if the view shows it.
     fn run_of(&self, n: u64) -> Option<usize> {
-        let j = self.by_element.partition_point(|&i| self.runs[i].0 <= n).checked_sub(1)?;
+        let j = self.runs_from(n).checked_sub(1)?;
         let i = self.by_element[j];
         let (first, len) = self.runs[i];
         (n < first + len).then_some(i)
+    }
+
+    /// How many runs start at or before element `n` (an index into
+    /// `by_element`).
+    fn runs_from(&self, n: u64) -> usize {
+        self.by_element.partition_point(|&i| self.runs[i].0 <= n)
     }
 
     /// The row showing element `n`, if the view shows it.
@@ -211,7 +217,7 @@ impl RowMap {
         if let Some(r) = self.row_of(n) {
             return Some(r);
         }
-        let j = self.by_element.partition_point(|&i| self.runs[i].0 <= n);
+        let j = self.runs_from(n);
         match self.by_element.get(j) {
             Some(&i) => Some(self.rows_before[i]),
             None => self.rows().checked_sub(1),
@@ -253,7 +259,7 @@ impl RowMap {
         match self.row_of(n) {
             Some(r) => self.element_at(r + 1),
             None => {
-                let j = self.by_element.partition_point(|&i| self.runs[i].0 <= n);
+                let j = self.runs_from(n);
                 self.by_element.get(j).map(|&i| self.runs[i].0)
             }
         }
@@ -265,7 +271,7 @@ impl RowMap {
         match self.row_of(n) {
             Some(r) => self.element_at(r.checked_sub(1)?),
             None => {
-                let j = self.by_element.partition_point(|&i| self.runs[i].0 <= n).checked_sub(1)?;
+                let j = self.runs_from(n).checked_sub(1)?;
                 let (first, len) = self.runs[self.by_element[j]];
                 Some(first + len - 1)
             }

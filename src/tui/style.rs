@@ -118,13 +118,19 @@ pub const KEYS: &[(&str, &str)] = &[
 /// Width of the help's key column.
 pub const HELP_KEY_W: usize = 10;
 
+/// Width of the help's description column: the longest description and
+/// the space before it.
+pub fn help_desc_width() -> usize {
+    KEYS.iter().map(|(_, d)| d.chars().count() + 1).max().unwrap_or(0)
+}
+
 /// The help overlay's columns and how many keys it shows at a time, for a
 /// screen of `size`: two columns where both fit every description whole and
 /// one column would not fit every key, else one column that scrolls when
 /// the screen is too short (descriptions cut at 80 columns were unreadable).
 pub fn help_layout(size: (u16, u16)) -> (usize, usize) {
     let (w, h) = (size.0 as usize, size.1 as usize);
-    let longest = KEYS.iter().map(|(_, d)| d.chars().count() + 1).max().unwrap_or(0);
+    let longest = help_desc_width();
     // Borders, and the states under the keys: one line across two columns,
     // two lines under one.
     let two_fit = w.saturating_sub(2) / 2 >= HELP_KEY_W + longest;
