@@ -19,6 +19,7 @@ use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
 use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet};
 use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
 use self::marks::Mark;
+use self::tally::{SourceTally, Tally};
 use crate::protocol::Decoder;
 
 /// The protocol a trace source speaks, as far as this version decodes it.
@@ -407,6 +408,11 @@ pub struct RunOptions {
     /// perf.data fragment names every CPU's ID, most of them idle there);
     /// trc_pkt_lister ends every ID, so snapshots leave this off.
     pub quiet_ends: bool,
+    /// Count packets and elements per source ([`Runner::take_tally`])
+    /// instead of sending them as events: what a summary needs, without an
+    /// event per packet (a third of a summary's time went to them).
+    /// Messages, skips and ends are still sent.
+    pub count_only: bool,
 }
 
 /// Totals of a finished run.
@@ -434,6 +440,16 @@ struct Chain {
     source: usize,
     /// Recovery mode ([`DecoderOptions::recover`]).
     recover: bool,
+    /// A run that only counts ([`RunOptions::count_only`]): the source's
+    /// packets and elements, counted here instead of sent as events.
+    tally: Option<Box<SourceTally>>,
+}
+
+/// The run's counters and, in a run that only counts, the chain's tally:
+/// what every packet and element of a chain passes through.
+struct Tot<'a> {
+    counts: &'a mut Counts,
+    tally: Option<&'a mut SourceTally>,
 }
 
 /// The protocol-specific half of a [`Chain`].
@@ -472,13 +488,13 @@ fn decode_packet<D: Decoder, F: FnMut(Event<'_>)>(
     pk: &D::Packet,
     source: &Source,
     on_event: &mut F,
-    counts: &mut Counts,
+    tot: &mut Tot<'_>,
 ) -> bool {
     match decoder {
         Some(d) => {
-            d.packet(pk, &mut |o| forward(source, o, on_event, counts));
+            d.packet(pk, &mut |o| forward(source, o, on_event, tot));
             if recover && d.is_fatal() {
-                d.recover(&mut |o| forward(source, o, on_event, counts));
+                d.recover(&mut |o| forward(source, o, on_event, tot));
             }
             !d.is_fatal()
         }
@@ -516,7 +532,8 @@ impl Chain {
             SourceKind::Etm3(cfg) => Proto::Etm3 { parser: Etm3Parser::new(cfg), decoder: new_decoder(cfg, plan, opts) },
             SourceKind::Unsupported { .. } => return None,
         };
-        Some(Chain { proto, source: si, recover: opts.decoder.recover })
+        let tally = opts.count_only.then(Box::default);
+        Some(Chain { proto, source: si, recover: opts.decoder.recover, tally })
     }
 
     fn is_fatal(&self) -> bool {
@@ -547,9 +564,10 @@ impl Chain {
     ) -> bool {
         let source = &plan.sources[self.source];
         let recover = self.recover;
+        let tot = &mut Tot { counts, tally: self.tally.as_deref_mut() };
         match &mut self.proto {
             Proto::Etm4 { parser, decoder } => {
-                push_etm4(parser, decoder, Place::At(index), recover, source, stream_id, bytes, on_event, counts);
+                push_etm4(parser, decoder, Place::At(index), recover, source, stream_id, bytes, on_event, tot);
             }
             Proto::Ptm { parser, decoder, prev } => {
                 let overread = match prev.as_deref() {
@@ -557,9 +575,8 @@ impl Chain {
                     _ => &[],
                 };
                 parser.push_with_overread(index, bytes, overread, &mut |pk: &PtmPacket, raw: &[u8]| {
-                    counts.packets += 1;
-                    on_event(Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw });
-                    decode_packet(decoder, recover, pk, source, on_event, counts)
+                    tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw }, on_event);
+                    decode_packet(decoder, recover, pk, source, on_event, tot)
                 });
                 if let Some(p) = prev {
                     p.clear();
@@ -568,9 +585,8 @@ impl Chain {
             }
             Proto::Etm3 { parser, decoder } => {
                 parser.push_until(index, bytes, &mut |pk: &Etm3Packet, raw: &[u8]| {
-                    counts.packets += 1;
-                    on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm3(pk), raw });
-                    decode_packet(decoder, recover, pk, source, on_event, counts)
+                    tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Etm3(pk), raw }, on_event);
+                    decode_packet(decoder, recover, pk, source, on_event, tot)
                 });
             }
         }
@@ -594,7 +610,8 @@ impl Chain {
         let Proto::Etm4 { parser, decoder } = &mut self.proto else {
             return None;
         };
-        let used = push_etm4(parser, decoder, Place::Spans(spans), self.recover, source, stream_id, bytes, on_event, counts);
+        let tot = &mut Tot { counts, tally: self.tally.as_deref_mut() };
+        let used = push_etm4(parser, decoder, Place::Spans(spans), self.recover, source, stream_id, bytes, on_event, tot);
         Some((!is_fatal(decoder), used))
     }
 
@@ -603,17 +620,17 @@ impl Chain {
     fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut Counts) -> bool {
         let source = &plan.sources[self.source];
         let recover = self.recover;
+        let tot = &mut Tot { counts, tally: self.tally.as_deref_mut() };
         macro_rules! flush {
             ($parser:expr, $decoder:expr, $pkty:ty, $variant:ident) => {{
                 $parser.finish(&mut |pk: &$pkty, raw: &[u8]| {
-                    counts.packets += 1;
-                    on_event(Event::Packet { source, stream_id, packet: PacketRef::$variant(pk), raw });
-                    decode_packet($decoder, recover, pk, source, on_event, counts);
+                    tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::$variant(pk), raw }, on_event);
+                    decode_packet($decoder, recover, pk, source, on_event, tot);
                 });
                 match $decoder.as_mut() {
                     Some(d) if d.is_fatal() => false,
                     Some(d) => {
-                        d.finish(&mut |o| forward(source, o, on_event, counts));
+                        d.finish(&mut |o| forward(source, o, on_event, tot));
                         true
                     }
                     None => true,
@@ -716,22 +733,21 @@ fn push_etm4<F: FnMut(Event<'_>)>(
     stream_id: u8,
     bytes: &[u8],
     on_event: &mut F,
-    counts: &mut Counts,
+    tot: &mut Tot<'_>,
 ) -> usize {
-    let out = |pk: &Packet, raw: &[u8], on_event: &mut F, counts: &mut Counts| {
-        counts.packets += 1;
-        on_event(Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw });
+    let out = |pk: &Packet, raw: &[u8], on_event: &mut F, tot: &mut Tot<'_>| {
+        tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw }, on_event);
     };
     // Without a decoder (a packets-only run) nothing can stop the parser, so
     // the sink need not ask each time.
     match decoder {
         None => parse_etm4(parser, place, bytes, &mut |pk: &Packet, raw: &[u8]| {
-            out(pk, raw, on_event, counts);
+            out(pk, raw, on_event, tot);
             true
         }),
         Some(_) => parse_etm4(parser, place, bytes, &mut |pk: &Packet, raw: &[u8]| {
-            out(pk, raw, on_event, counts);
-            decode_packet(decoder, recover, pk, source, on_event, counts)
+            out(pk, raw, on_event, tot);
+            decode_packet(decoder, recover, pk, source, on_event, tot)
         }),
     }
 }
@@ -744,14 +760,33 @@ fn parse_etm4<S: FnMut(&Packet, &[u8]) -> bool>(parser: &mut Etm4Parser, place: 
     }
 }
 
-fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event: &mut F, counts: &mut Counts) {
+impl Tot<'_> {
+    /// A packet of `raw` bytes: counted, and sent as `ev` unless the run
+    /// only counts.
+    #[inline(always)]
+    fn packet<'e, F: FnMut(Event<'_>)>(&mut self, raw: &[u8], ev: impl FnOnce() -> Event<'e>, on_event: &mut F) {
+        self.counts.packets += 1;
+        match &mut self.tally {
+            Some(t) => {
+                t.packets += 1;
+                t.bytes += raw.len() as u64;
+            }
+            None => on_event(ev()),
+        }
+    }
+}
+
+fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event: &mut F, tot: &mut Tot<'_>) {
     match o {
         DecoderOutput::Element(e) => {
-            counts.elements += 1;
+            tot.counts.elements += 1;
             if let crate::element::ElementKind::InstrRange { count, .. } = e.kind {
-                counts.instructions += count as u64;
+                tot.counts.instructions += count as u64;
             }
-            on_event(Event::Element { source, element: e });
+            match &mut tot.tally {
+                Some(t) => t.element(&e.kind),
+                None => on_event(Event::Element { source, element: e }),
+            }
         }
         DecoderOutput::Message(text) => on_event(Event::Message { source, text }),
         DecoderOutput::Spec(record) => on_event(Event::Spec { source, record }),
@@ -873,6 +908,25 @@ impl<'p> Runner<'p> {
     }
 
     /// True once the data path stopped (fatal error) or the run finished.
+    /// In a run that only counts ([`RunOptions::count_only`]): the packets
+    /// and elements counted per source since the last call (indexed as the
+    /// plan's sources), the counts starting again from zero. Empty in other
+    /// runs: their counts are in the events.
+    pub fn take_tally(&mut self) -> Tally {
+        let mut t = Tally::new(self.plan.sources.len());
+        let chains = self.slots.iter_mut().filter_map(|s| match s {
+            Slot::Chain(c) => Some(&mut **c),
+            _ => None,
+        });
+        for c in chains.chain(self.raw.as_mut()) {
+            if let (Some(ct), Some(st)) = (c.tally.as_deref_mut(), t.sources.get_mut(c.source)) {
+                st.add(ct);
+                *ct = SourceTally::default();
+            }
+        }
+        t
+    }
+
     pub fn stopped(&self) -> bool {
         self.fatal.is_some() || self.frame_error.is_some() || self.done
     }

@@ -191,6 +191,7 @@ pub fn run(args: DecodeArgs) -> Result<ExitCode, CliError> {
         decoder: args.decoder(),
         after_reset: false,
         quiet_ends: false,
+        count_only: false,
     };
     if let Some(pos) = &args.seek {
         let (plan, file) = &planned[0];

@@ -350,6 +350,9 @@ impl Ctx<'_> {
             let end = (pos + self.interval).min(self.accepted);
             let seg = &mut cps.last_mut().expect("a checkpoint before the first block").seg;
             let ok = r.feed(&self.data[pos..end], &mut |ev| seg.event(sources, ev));
+            if let Some(t) = &mut seg.tally {
+                t.add(&r.take_tally());
+            }
             if count {
                 self.progress.add((end - pos) as u64);
             }
@@ -387,6 +390,9 @@ impl Ctx<'_> {
                     seg.element(element)
                 }
             });
+            if let Some(t) = &mut seg.tally {
+                t.add(&r.take_tally());
+            }
         }
         let summary = r.summary(self.frag.len() as u64);
         let stop = summary
@@ -439,6 +445,8 @@ impl Ctx<'_> {
         if r.feed(&self.data[at..aligned], &mut |_| {}) {
             r.feed(&self.data[aligned..first], &mut |_| {});
         }
+        // What the lead-in counted belongs to the part before.
+        r.take_tally();
         self.progress.add((first - start) as u64);
         r
     }

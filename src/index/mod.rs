@@ -305,7 +305,7 @@ pub fn tally_fragments(
     opts: &RunOptions,
     iopts: &IndexOptions,
 ) -> format::IndexData {
-    let opts = RunOptions { elements: true, ..opts.clone() };
+    let opts = RunOptions { elements: true, count_only: true, ..opts.clone() };
     build::build_fragments(plan, data, fragments, &opts, iopts, &BuildProgress::new(), None, true)
 }
 

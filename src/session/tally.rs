@@ -26,7 +26,7 @@ pub struct SourceTally {
 }
 
 impl SourceTally {
-    fn add(&mut self, o: &SourceTally) {
+    pub(crate) fn add(&mut self, o: &SourceTally) {
         self.bytes += o.bytes;
         self.packets += o.packets;
         for (a, b) in self.elements.iter_mut().zip(o.elements.iter()) {
@@ -37,7 +37,7 @@ impl SourceTally {
     }
 
     #[inline(always)]
-    fn element(&mut self, kind: &ElementKind) {
+    pub(crate) fn element(&mut self, kind: &ElementKind) {
         self.elements[element::kind_index(kind)] += 1;
         if let ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } = *kind {
             self.instructions += count as u64;
