@@ -217,8 +217,10 @@ fn unresolved_at_end_of_trace() {
 /// The speculation view only adds records: the committed elements are the
 /// same with it and without it, on every fixture capture. Without it the
 /// decoder commits atoms that cannot walk code (no address yet, no
-/// speculation window) without queueing them; with it every atom is queued
-/// and resolved so that its fate is recorded: both ways must agree.
+/// speculation window) without queueing them, and walks the atoms of a
+/// packet at once when nothing is queued before them; with it every atom is
+/// queued and resolved so that its fate is recorded: both ways must agree,
+/// on the elements and on the messages between them.
 #[test]
 fn the_speculation_view_leaves_the_committed_elements_of_every_fixture_alone() {
     use std::path::{Path, PathBuf};
@@ -235,8 +237,12 @@ fn the_speculation_view_leaves_the_committed_elements_of_every_fixture_alone() {
         let opts = RunOptions { elements: true, decoder: DecoderOptions { speculation, ..Default::default() }, ..RunOptions::default() };
         let mut out = Vec::new();
         let _ = run(plan, data, &opts, |ev| {
-            if let Event::Element { element, .. } = ev {
-                out.push(format!("{} {} {:?}", element.trace_id, text(element), element.time));
+            match ev {
+                Event::Element { element, .. } => {
+                    out.push(format!("{} {} {:?}", element.trace_id, text(element), element.time))
+                }
+                Event::Message { source, text } => out.push(format!("{:?} {text}", source.trace_id)),
+                _ => {}
             }
         });
         out
