@@ -1020,16 +1020,6 @@ impl Etm4Decoder {
                 self.last_committed_seq = Some(e.seq);
             }
             match e.kind {
-                P0Kind::TraceOn
-                | P0Kind::Addr
-                | P0Kind::Ctxt
-                | P0Kind::Event
-                | P0Kind::Ts
-                | P0Kind::Cc
-                | P0Kind::TsCc
-                | P0Kind::Marker
-                | P0Kind::Ite
-                | P0Kind::TraceInfo => context_flush = self.commit_plain(&e),
                 P0Kind::Atom => {
                     while e.atom_count > 0 && self.res.commit > 0 && ok {
                         let state = if e.mispredicted & 1 == 1 { SpecState::CorrectedByMispredict } else { SpecState::Committed };
@@ -1096,6 +1086,8 @@ impl Etm4Decoder {
                     }
                 }
                 P0Kind::UnseenUncommitted => self.res.commit -= 1,
+                // The rest: P0Kind::is_plain.
+                _ => context_flush = self.commit_plain(&e),
             }
             if !ok {
                 break;
@@ -1137,11 +1129,9 @@ impl Etm4Decoder {
                 self.walk.isa = calc_isa(self.is_64bit, e.addr_is);
                 self.need_addr = false;
             }
-            P0Kind::Ctxt => {
-                if e.ctxt.updated {
-                    self.update_context(e, e.index);
-                    return true;
-                }
+            P0Kind::Ctxt if e.ctxt.updated => {
+                self.update_context(e, e.index);
+                return true;
             }
             P0Kind::Event | P0Kind::Ts | P0Kind::Cc | P0Kind::TsCc => self.process_ts_cc_event(e),
             P0Kind::Marker => self.process_marker(e),
