@@ -214,13 +214,14 @@ fn unresolved_at_end_of_trace() {
     assert_eq!(r.elements.last().unwrap(), "EO_TRACE( [end-of-trace])");
 }
 
-/// The speculation view only adds records: the committed elements are the
-/// same with it and without it, on every fixture capture. Without it the
-/// decoder commits atoms that cannot walk code (no address yet, no
-/// speculation window) without queueing them, and walks the atoms of a
-/// packet at once when nothing is queued before them; with it every atom is
-/// queued and resolved so that its fate is recorded: both ways must agree,
-/// on the elements and on the messages between them.
+/// The speculation view only adds records, and the decoder's shortcuts
+/// change nothing, on every fixture capture. Without the view the decoder
+/// commits atoms that cannot walk code (no address yet, no speculation
+/// window) without queueing them, and commits the atoms of a packet as they
+/// arrive when only elements that do not count are queued before them (with
+/// the view too); `long_way` queues and resolves every atom. The elements
+/// and the messages between them must be the same all three ways, and the
+/// speculation records the same with and without the shortcuts.
 #[test]
 fn the_speculation_view_leaves_the_committed_elements_of_every_fixture_alone() {
     use std::path::{Path, PathBuf};
@@ -233,8 +234,9 @@ fn the_speculation_view_leaves_the_committed_elements_of_every_fixture_alone() {
     };
     let mut dirs: Vec<PathBuf> = rd.filter_map(|e| Some(e.ok()?.path())).collect();
     dirs.sort();
-    let elements = |plan: &BufferPlan, data: &[u8], speculation: bool| -> Vec<String> {
-        let opts = RunOptions { elements: true, decoder: DecoderOptions { speculation, ..Default::default() }, ..RunOptions::default() };
+    let elements = |plan: &BufferPlan, data: &[u8], speculation: bool, long_way: bool| -> Vec<String> {
+        let decoder = DecoderOptions { speculation, long_way, ..Default::default() };
+        let opts = RunOptions { elements: true, decoder, ..RunOptions::default() };
         let mut out = Vec::new();
         let _ = run(plan, data, &opts, |ev| {
             match ev {
@@ -242,24 +244,32 @@ fn the_speculation_view_leaves_the_committed_elements_of_every_fixture_alone() {
                     out.push(format!("{} {} {:?}", element.trace_id, text(element), element.time))
                 }
                 Event::Message { source, text } => out.push(format!("{:?} {text}", source.trace_id)),
+                Event::Spec { source, record } => out.push(format!("{:?} spec {record:?}", source.trace_id)),
                 _ => {}
             }
         });
         out
     };
     let mut compared = 0;
+    let mut specs = 0;
     for dir in dirs {
         let Ok(snap) = Snapshot::open(&dir) else { continue };
         let Some(buffer) = snap.default_buffer().cloned() else { continue };
         let Ok(plan) = BufferPlan::new(&snap, &buffer) else { continue };
         let Ok(file) = plan.open() else { continue };
-        let plain = elements(&plan, file.bytes(), false);
-        let viewed = elements(&plan, file.bytes(), true);
+        let plain = elements(&plan, file.bytes(), false, false);
+        let viewed = elements(&plan, file.bytes(), true, false);
+        let long = elements(&plan, file.bytes(), true, true);
+        assert_eq!(viewed, long, "{}: the shortcuts changed the output", dir.display());
+        let viewed: Vec<&String> = viewed.iter().filter(|l| !l.contains(" spec ")).collect();
         assert_eq!(plain.len(), viewed.len(), "{}: element count", dir.display());
         for (i, (a, b)) in plain.iter().zip(&viewed).enumerate() {
-            assert_eq!(a, b, "{}: element {i}", dir.display());
+            assert_eq!(&a, b, "{}: element {i}", dir.display());
         }
+        let recorded = long.iter().filter(|l| l.contains(" spec ")).count();
+        specs += recorded;
         compared += !plain.is_empty() as usize;
     }
     assert!(compared >= 30, "only {compared} fixtures compared");
+    assert!(specs > 1_000_000, "only {specs} speculation records compared");
 }

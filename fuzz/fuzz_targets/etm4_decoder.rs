@@ -37,6 +37,7 @@ fuzz_target!(|input: &[u8]| {
         recover: flags & 2 != 0,
         src_addr_n: flags & 4 != 0,
         aa64_opcode_check: flags & 8 != 0,
+        long_way: flags & 16 != 0,
         // Small, so that a walk over the image stays cheap.
         instr_range_limit: 4096,
     };

@@ -130,6 +130,7 @@ impl DecodeArgs {
             instr_range_limit: limit,
             speculation: self.speculation,
             recover: self.recover,
+            long_way: false,
         }
     }
 }

@@ -119,4 +119,9 @@ pub struct DecoderOptions {
     /// the decoder's `recover` and goes on from the next sync point. Applies
     /// to every protocol's decoder; read by [`crate::session`].
     pub recover: bool,
+    /// Take every packet through the element stack and the resolve loop,
+    /// even where a shortcut gives the same output (atoms committed as they
+    /// arrive): tests compare the two. Not part of a saved state.
+    #[serde(skip)]
+    pub long_way: bool,
 }

@@ -613,6 +613,7 @@ impl Etm4Decoder {
             && !self.rs.pop_pending
             && !self.res.any()
             && !self.opts.speculation
+            && !self.opts.long_way
             && pkt.atom_count > 0;
         if idle {
             self.next_seq += pkt.atom_count as u64;
@@ -640,7 +641,7 @@ impl Etm4Decoder {
             && self.spec_depth == 0
             && self.stack.iter().all(|q| !q.is_p0 && q.kind.is_plain())
             && !self.res.any()
-            && !self.opts.speculation
+            && !self.opts.long_way
             && pkt.atom_count > 0;
         if !now {
             return false;
@@ -659,6 +660,8 @@ impl Etm4Decoder {
         }
         let mut ok = true;
         while e.atom_count > 0 {
+            let at = Some(self.core.index_curr);
+            self.spec_record(sink, &e, 0, SpecState::Committed, at);
             self.last_committed_seq = Some(e.seq);
             let taken = e.commit_oldest();
             ok = self.return_stack_pop(sink) && (self.need_ctxt || self.need_addr || self.process_atom(sink, taken, &e));
