@@ -631,10 +631,10 @@ impl Etm4Decoder {
     /// ([`Etm4Decoder::commit_elements`] over the queued elements and then
     /// the atoms, with [`Etm4Decoder::resolve`]'s sends and error handling),
     /// in the same order, without putting the atoms on the stack and without
-    /// the resolve loop: 10-20% fewer instructions per packet on the
-    /// fixtures' captures. False (nothing done) when the long way is needed.
+    /// the resolve loop: 11-14% fewer instructions in the summaries of the
+    /// benchmark captures. False (nothing done) when the long way is needed.
     // Out of line: inlined, its walk made the packet entry's frame larger for
-    // every packet (+7% instructions on texit-poe2, which rarely comes here).
+    // every packet (+7% instructions on texit-poe2 in its first version).
     #[inline(never)]
     fn commit_atoms_now<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) -> bool {
         let now = self.max_spec == 0
