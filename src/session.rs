@@ -767,10 +767,7 @@ impl Tot<'_> {
     fn packet<'e, F: FnMut(Event<'_>)>(&mut self, raw: &[u8], ev: impl FnOnce() -> Event<'e>, on_event: &mut F) {
         self.counts.packets += 1;
         match &mut self.tally {
-            Some(t) => {
-                t.packets += 1;
-                t.bytes += raw.len() as u64;
-            }
+            Some(t) => t.packet(raw),
             None => on_event(ev()),
         }
     }
@@ -910,7 +907,6 @@ impl<'p> Runner<'p> {
         self.offset
     }
 
-    /// True once the data path stopped (fatal error) or the run finished.
     /// In a run that only counts ([`RunOptions::count_only`]): the packets
     /// and elements counted per source since the last call (indexed as the
     /// plan's sources), the counts starting again from zero. Empty in other
@@ -930,6 +926,7 @@ impl<'p> Runner<'p> {
         t
     }
 
+    /// True once the data path stopped (fatal error) or the run finished.
     pub fn stopped(&self) -> bool {
         self.fatal.is_some() || self.frame_error.is_some() || self.done
     }

@@ -128,6 +128,14 @@ struct Seg {
 }
 
 impl Seg {
+    /// A tallying segment takes what the runner counted instead of sending
+    /// as events ([`Runner::take_tally`]).
+    fn take_counts(&mut self, r: &mut Runner<'_>) {
+        if let Some(t) = &mut self.tally {
+            t.add(&r.take_tally());
+        }
+    }
+
     #[inline]
     fn element(&mut self, e: &Element) {
         if let Some(t) = e.time.timestamp {
@@ -350,9 +358,7 @@ impl Ctx<'_> {
             let end = (pos + self.interval).min(self.accepted);
             let seg = &mut cps.last_mut().expect("a checkpoint before the first block").seg;
             let ok = r.feed(&self.data[pos..end], &mut |ev| seg.event(sources, ev));
-            if let Some(t) = &mut seg.tally {
-                t.add(&r.take_tally());
-            }
+            seg.take_counts(r);
             if count {
                 self.progress.add((end - pos) as u64);
             }
@@ -390,9 +396,7 @@ impl Ctx<'_> {
                     seg.element(element)
                 }
             });
-            if let Some(t) = &mut seg.tally {
-                t.add(&r.take_tally());
-            }
+            seg.take_counts(r);
         }
         let summary = r.summary(self.frag.len() as u64);
         let stop = summary

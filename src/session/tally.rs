@@ -37,6 +37,12 @@ impl SourceTally {
     }
 
     #[inline(always)]
+    pub(crate) fn packet(&mut self, raw: &[u8]) {
+        self.packets += 1;
+        self.bytes += raw.len() as u64;
+    }
+
+    #[inline(always)]
     pub(crate) fn element(&mut self, kind: &ElementKind) {
         self.elements[element::kind_index(kind)] += 1;
         if let ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } = *kind {
@@ -88,9 +94,7 @@ impl Tally {
         match ev {
             Event::Packet { source, raw, .. } => {
                 if let Some(i) = self.slot(sources, source) {
-                    let t = &mut self.sources[i];
-                    t.packets += 1;
-                    t.bytes += raw.len() as u64;
+                    self.sources[i].packet(raw);
                 }
             }
             Event::Element { source, element } => {
