@@ -222,6 +222,18 @@ struct Range {
 /// Entries of the walk cache (a power of two).
 const WALK_CACHE: usize = 4096;
 
+/// The memory space of each security state (as [`Security`]'s order) at
+/// EL0-EL3, and at any larger EL a loaded state could hold (column 4).
+const SPACES: [[MemSpace; 5]; 4] = {
+    use MemSpace as M;
+    [
+        [M::EL1S, M::EL1S, M::EL2S, M::EL3, M::EL1S],
+        [M::EL1N, M::EL1N, M::EL2, M::EL1N, M::EL1N],
+        [M::ROOT; 5],
+        [M::EL1R, M::EL1R, M::EL2R, M::R, M::R],
+    ]
+};
+
 /// A remembered walk from `start` to the next waypoint.
 #[derive(Clone, Copy, Debug)]
 struct WalkCacheEntry {
@@ -483,6 +495,19 @@ impl Etm4Decoder {
             return;
         }
         self.core.index_curr = pkt.index;
+        // Nearly every packet arrives in the Decode state and leaves it so:
+        // that case is kept small, the rest is taken out of line.
+        if self.state == State::Decode {
+            self.decode_packet(pkt, sink);
+            if self.state != State::Resolve || self.core.fatal {
+                return;
+            }
+        }
+        self.take_packet_slow(pkt, sink);
+    }
+
+    #[inline(never)]
+    fn take_packet_slow<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
         loop {
             match self.state {
                 State::NoSync => {
@@ -1170,25 +1195,11 @@ impl Etm4Decoder {
         true
     }
 
+    // Asked at every walk: a table read, not two matches.
+    #[inline(always)]
     fn mem_space(&self) -> MemSpace {
         let c = &self.context;
-        match c.security {
-            Security::Root => MemSpace::ROOT,
-            Security::Realm => match c.el {
-                0 | 1 => MemSpace::EL1R,
-                2 => MemSpace::EL2R,
-                _ => MemSpace::R,
-            },
-            Security::Secure => match c.el {
-                3 => MemSpace::EL3,
-                2 => MemSpace::EL2S,
-                _ => MemSpace::EL1S,
-            },
-            Security::NonSecure => match c.el {
-                2 => MemSpace::EL2,
-                _ => MemSpace::EL1N,
-            },
-        }
+        SPACES[c.security as usize][c.el.min(4) as usize]
     }
 
     fn update_context(&mut self, e: &P0, index: u64) {
@@ -1313,13 +1324,14 @@ impl Etm4Decoder {
         let start = self.walk.addr;
         let space = self.mem_space();
         let slot = ((start >> 2) ^ (start >> 14)) as usize & (WALK_CACHE - 1);
-        let hit = self.walk_cache[slot];
+        let hit = &self.walk_cache[slot];
         if hit.valid && hit.start == start && hit.isa == self.walk.isa && hit.space == space.0 {
+            let (end, count, res) = (hit.end, hit.count, hit.res);
             if let Some(last) = hit.last {
                 self.walk.last = last;
             }
-            self.walk.addr = hit.end;
-            return Ok((Range { start, end: hit.end, count: hit.count }, hit.res));
+            self.walk.addr = end;
+            return Ok((Range { start, end, count }, res));
         }
         let isa = self.walk.isa;
         let (r, res) = self.walk_to_waypoint(None)?;
@@ -1835,6 +1847,31 @@ mod tests {
         let regs = [("TRCCONFIGR", 0x1u64), ("TRCTRACEIDR", 0x2), ("TRCIDR0", 0x28000ea1), ("TRCIDR1", 0x4100f402), ("TRCIDR2", 0x488), ("TRCIDR8", 0)];
         let cfg = Etm4Config::from_registers(|n| regs.iter().find(|(k, _)| *k == n).map(|(_, v)| *v), false, None).unwrap();
         Etm4Decoder::new(&cfg, Arc::new(MemoryImage::default()), DecoderOptions::default())
+    }
+
+    /// The space table gives what the rules of the memory spaces give (OpenCSD's
+    /// `getCurrMemSpace`), for every EL a loaded state can hold.
+    #[test]
+    fn the_space_table_follows_the_security_state_and_el() {
+        for security in [Security::Secure, Security::NonSecure, Security::Root, Security::Realm] {
+            for el in 0..=255u8 {
+                let want = match (security, el) {
+                    (Security::Root, _) => MemSpace::ROOT,
+                    (Security::Realm, 0 | 1) => MemSpace::EL1R,
+                    (Security::Realm, 2) => MemSpace::EL2R,
+                    (Security::Realm, _) => MemSpace::R,
+                    (Security::Secure, 3) => MemSpace::EL3,
+                    (Security::Secure, 2) => MemSpace::EL2S,
+                    (Security::Secure, _) => MemSpace::EL1S,
+                    (Security::NonSecure, 2) => MemSpace::EL2,
+                    (Security::NonSecure, _) => MemSpace::EL1N,
+                };
+                let mut d = decoder();
+                d.context.security = security;
+                d.context.el = el;
+                assert_eq!(d.mem_space(), want, "{security:?} EL{el}");
+            }
+        }
     }
 
     /// Issue 15, finding 2: a resolution count that no element can meet (here
