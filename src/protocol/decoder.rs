@@ -134,6 +134,41 @@ pub struct DecoderCore {
     /// Only a buffer reused between messages.
     #[serde(skip)]
     msg: String,
+    /// Set where elements are only counted (a summary): [`DecoderCore::deliver`]
+    /// counts them here instead of handing each over, and the caller takes
+    /// the counts after each block. Never saved: a loaded decoder hands its
+    /// elements over until told to count.
+    #[serde(skip)]
+    pub counted: Option<Box<ElementCounts>>,
+}
+
+/// Elements a decoder counted instead of handing over (see
+/// [`DecoderCore::counted`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ElementCounts {
+    /// Per kind, indexed as [`crate::element::KIND_NAMES`].
+    pub kinds: [u64; crate::element::KIND_NAMES.len()],
+    /// Instructions in instruction ranges.
+    pub range_instructions: u64,
+    /// Instructions in ranges without path information.
+    pub no_path_instructions: u64,
+}
+
+impl ElementCounts {
+    #[inline(always)]
+    fn add(&mut self, kind: &ElementKind) {
+        self.kinds[crate::element::kind_index(kind)] += 1;
+        match *kind {
+            ElementKind::InstrRange { count, .. } => self.range_instructions += count as u64,
+            ElementKind::RangeNoPath { count, .. } => self.no_path_instructions += count as u64,
+            _ => {}
+        }
+    }
+
+    /// Elements of every kind.
+    pub fn elements(&self) -> u64 {
+        self.kinds.iter().sum()
+    }
 }
 
 impl DecoderCore {
@@ -151,7 +186,10 @@ impl DecoderCore {
             self.time.timestamp = Some(value);
         }
         e.time = self.time;
-        sink(DecoderOutput::Element(e));
+        match &mut self.counted {
+            Some(c) => c.add(&e.kind),
+            None => sink(DecoderOutput::Element(e)),
+        }
     }
 
     /// A decoder message in OpenCSD's format: `TAG_ID : 0xCODE (NAME)

@@ -9,6 +9,7 @@
 //! checkpoints it keeps there.
 
 use crate::element::{self, ElementKind, KIND_NAMES};
+use crate::protocol::decoder::ElementCounts;
 use crate::session::{Event, Source};
 
 /// What one trace source reported.
@@ -40,6 +41,14 @@ impl SourceTally {
     pub(crate) fn packet(&mut self, raw: &[u8]) {
         self.packets += 1;
         self.bytes += raw.len() as u64;
+    }
+
+    /// What a decoder counted itself (see [`crate::protocol::decoder::DecoderCore::counted`]).
+    pub(crate) fn counted(&mut self, c: &ElementCounts) {
+        for (a, b) in self.elements.iter_mut().zip(c.kinds.iter()) {
+            *a += b;
+        }
+        self.instructions += c.range_instructions + c.no_path_instructions;
     }
 
     #[inline(always)]
