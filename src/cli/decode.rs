@@ -131,6 +131,7 @@ impl DecodeArgs {
             speculation: self.speculation,
             recover: self.recover,
             long_way: false,
+            spec_losses_only: false,
         }
     }
 }

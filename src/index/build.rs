@@ -891,6 +891,11 @@ pub(super) fn build_fragments(
     release: Option<Release<'_>>,
     tally: bool,
 ) -> IndexData {
+    // The segments count only the speculative elements that did not commit:
+    // the decoders need not report the commits (one record per atom).
+    let mut opts = opts.clone();
+    opts.decoder.spec_losses_only = true;
+    let opts = &opts;
     let spill = Arc::new(Spill::new());
     if let [frag] = fragments {
         let mut out = build(plan, data, *frag, opts, iopts, progress, release, &spill, tally);

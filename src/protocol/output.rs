@@ -124,4 +124,10 @@ pub struct DecoderOptions {
     /// arrive): tests compare the two. Not part of a saved state.
     #[serde(skip)]
     pub long_way: bool,
+    /// With [`DecoderOptions::speculation`], report only the speculative
+    /// elements that did not commit (canceled, mispredicted, lost...): all
+    /// the index build counts, and most of the records are commits. Not part
+    /// of a saved state: a loaded decoder reports every record.
+    #[serde(skip)]
+    pub spec_losses_only: bool,
 }

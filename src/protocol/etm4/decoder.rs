@@ -628,7 +628,8 @@ impl Etm4Decoder {
     /// atoms and resolving them again would only advance the numbers; on
     /// captures that mostly run where the image has no code (juno_r1_1) this
     /// is a third of the atom packets. The speculation view records each
-    /// atom's fate, so it takes the long way.
+    /// atom's fate, so it takes the long way, unless it reports only the
+    /// atoms that did not commit ([`DecoderOptions::spec_losses_only`]).
     #[inline]
     fn commit_idle_atoms(&mut self, pkt: &Packet) -> bool {
         let idle = self.max_spec == 0
@@ -637,7 +638,7 @@ impl Etm4Decoder {
             && self.stack.is_empty()
             && !self.rs.pop_pending
             && !self.res.any()
-            && !self.opts.speculation
+            && (!self.opts.speculation || self.opts.spec_losses_only)
             && !self.opts.long_way
             && pkt.atom_count > 0;
         if idle {
@@ -723,7 +724,7 @@ impl Etm4Decoder {
     }
 
     fn spec_record<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, e: &P0, unit: u32, state: SpecState, at: Option<u64>) {
-        if self.opts.speculation {
+        if self.opts.speculation && !(self.opts.spec_losses_only && state == SpecState::Committed) {
             let r = SpecRecord {
                 seq: e.seq + unit as u64,
                 trace_id: self.core.trace_id,
