@@ -826,10 +826,9 @@ fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event:
             if let crate::element::ElementKind::InstrRange { count, .. } = e.kind {
                 tot.counts.instructions += count as u64;
             }
-            match &mut tot.tally {
-                Some(t) => t.element(&e.kind),
-                None => on_event(Event::Element { source, element: e }),
-            }
+            // In a run that only counts, the decoder counted its elements
+            // itself (Chain::count_in): none come this way.
+            on_event(Event::Element { source, element: e });
         }
         DecoderOutput::Message(text) => on_event(Event::Message { source, text }),
         DecoderOutput::Spec(record) => on_event(Event::Spec { source, record }),

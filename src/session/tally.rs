@@ -52,7 +52,7 @@ impl SourceTally {
     }
 
     #[inline(always)]
-    pub(crate) fn element(&mut self, kind: &ElementKind) {
+    fn element(&mut self, kind: &ElementKind) {
         self.elements[element::kind_index(kind)] += 1;
         if let ElementKind::InstrRange { count, .. } | ElementKind::RangeNoPath { count, .. } = *kind {
             self.instructions += count as u64;
