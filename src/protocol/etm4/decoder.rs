@@ -695,12 +695,11 @@ impl Etm4Decoder {
                 break;
             }
         }
+        self.send(sink);
         if ok {
-            self.send(sink);
             return true;
         }
         // As resolve ends after a failed commit.
-        self.send(sink);
         if self.state == State::NoSync {
             // The error reset the decoder (nothing is left queued).
             self.res.commit = 0;
