@@ -490,6 +490,9 @@ pub const KIND_NAMES: [&str; 17] = [
     "end_of_trace",
 ];
 
+/// [`ElementKind::InstrRange`]'s place in [`KIND_NAMES`].
+pub const KIND_INSTR_RANGE: usize = 3;
+
 /// The element kind's place in [`KIND_NAMES`] (for tables of counts).
 pub fn kind_index(kind: &ElementKind) -> usize {
     use ElementKind as K;
@@ -497,7 +500,7 @@ pub fn kind_index(kind: &ElementKind) -> usize {
         K::NoSync(_) => 0,
         K::TraceOn(_) => 1,
         K::PeContext(_) => 2,
-        K::InstrRange { .. } => 3,
+        K::InstrRange { .. } => KIND_INSTR_RANGE,
         K::RangeNoPath { .. } => 4,
         K::AddrNotAccessible { .. } => 5,
         K::Exception { .. } => 6,

@@ -293,6 +293,12 @@ pub struct Etm4Decoder {
     last_committed_seq: Option<u64>,
     #[serde(skip, default = "empty_walk_cache")]
     walk_cache: Box<[WalkCacheEntry]>,
+    /// Set while `commit_atoms_now` walks its atoms in a run that only
+    /// counts: the elements made there are counted where they are made
+    /// instead of being built, queued and sent. Nothing there changes an
+    /// element once made (only a cycle count does, and none is made there).
+    #[serde(skip)]
+    count_now: bool,
 }
 
 fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
@@ -438,6 +444,7 @@ impl Etm4Decoder {
             tx_first_seq: None,
             last_committed_seq: None,
             walk_cache: empty_walk_cache(),
+            count_now: false,
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
@@ -463,6 +470,12 @@ impl Etm4Decoder {
     // ---- output ----------------------------------------------------------
 
     fn add(&mut self, index: u64, kind: ElementKind) {
+        if self.count_now {
+            if let Some(c) = self.core.counted.as_deref_mut() {
+                c.add(&kind);
+                return;
+            }
+        }
         self.out.push(Element {
             index,
             trace_id: self.core.trace_id,
@@ -685,6 +698,7 @@ impl Etm4Decoder {
             }
         }
         let mut ok = true;
+        self.count_now = self.core.counted.is_some();
         while e.atom_count > 0 {
             let at = Some(self.core.index_curr);
             self.spec_record(sink, &e, 0, SpecState::Committed, at);
@@ -695,6 +709,7 @@ impl Etm4Decoder {
                 break;
             }
         }
+        self.count_now = false;
         self.send(sink);
         if ok {
             return true;
@@ -1391,6 +1406,12 @@ impl Etm4Decoder {
     }
 
     fn range_element(&mut self, index: u64, r: Range, executed: bool, info: &InstrInfo, isa: Isa) {
+        if self.count_now {
+            if let Some(c) = self.core.counted.as_deref_mut() {
+                c.add_range(r.count);
+                return;
+            }
+        }
         self.out.push(Element {
             index,
             trace_id: self.core.trace_id,
