@@ -1180,18 +1180,23 @@ impl Etm4Parser {
         self.pkt.atom_count = count;
     }
 
-    fn push_addr(&mut self) {
+    /// The packet's address becomes `a` and goes on the address stack.
+    /// Each caller builds the whole address first and it is stored once:
+    /// changing fields of `pkt.addr` in place and then copying it to the
+    /// stack made the copy wait on the narrow stores before it.
+    #[inline(always)]
+    fn put_addr(&mut self, a: Address) {
+        self.pkt.addr = a;
         self.stack_head = if self.stack_head == 0 { 2 } else { self.stack_head - 1 };
-        self.stack[self.stack_head] = self.pkt.addr;
+        self.stack[self.stack_head] = a;
     }
 
     fn set_address_64(&mut self, v: u64, is: u8) {
-        self.pkt.addr = Address { value: v, valid_bits: 64, pkt_bits: 64, is_64bit: true, isa: is };
-        self.push_addr();
+        self.put_addr(Address { value: v, valid_bits: 64, pkt_bits: 64, is_64bit: true, isa: is });
     }
 
     fn set_address_32(&mut self, v: u32, is: u8) {
-        let a = &mut self.pkt.addr;
+        let mut a = self.pkt.addr;
         a.pkt_bits = 32;
         if self.pkt.context_valid && self.pkt.context.sf {
             a.is_64bit = true;
@@ -1200,32 +1205,25 @@ impl Etm4Parser {
             a.value = v as u64;
             a.is_64bit = false;
         }
-        if a.valid_bits < 32 {
-            a.valid_bits = 32;
-        }
+        a.valid_bits = a.valid_bits.max(32);
         a.isa = is;
-        self.push_addr();
+        self.put_addr(a);
     }
 
     fn update_short_address(&mut self, v: u32, is: u8, bits: u8) {
-        let a = &mut self.pkt.addr;
+        let mut a = self.pkt.addr;
         let mask = (1u64 << bits) - 1;
         a.pkt_bits = bits;
-        if a.valid_bits < bits {
-            a.valid_bits = bits;
-        }
+        a.valid_bits = a.valid_bits.max(bits);
         a.value = (a.value & !mask) | (v as u64 & mask);
         a.isa = is;
-        self.push_addr();
+        self.put_addr(a);
     }
 
     fn set_exact_match(&mut self, idx: u8) {
         self.pkt.exact_match_idx = idx;
-        if (idx as usize) < 3 {
-            let i = (self.stack_head + idx as usize) % 3;
-            self.pkt.addr = self.stack[i];
-        }
-        self.push_addr();
+        let a = if (idx as usize) < 3 { self.stack[(self.stack_head + idx as usize) % 3] } else { self.pkt.addr };
+        self.put_addr(a);
     }
 
     /// Per-packet fields a packet only sets when it carries them; cleared
