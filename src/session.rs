@@ -16,7 +16,7 @@ use crate::image::memory::MemoryImage;
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
 use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, SpecRecord};
 use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
-use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet};
+use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet, PacketSink};
 use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
 use self::marks::Mark;
 use self::tally::{SourceTally, Tally};
@@ -774,15 +774,33 @@ fn push_etm4<F: FnMut(Event<'_>)>(
             out(pk, raw, on_event, tot);
             true
         }),
-        Some(_) => parse_etm4(parser, place, bytes, &mut |pk: &Packet, raw: &[u8]| {
-            out(pk, raw, on_event, tot);
-            decode_packet(decoder, recover, pk, source, on_event, tot)
-        }),
+        Some(_) => parse_etm4(parser, place, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot }),
+    }
+}
+
+/// The parser's sink when packets are decoded: each packet counted, sent
+/// unless the run only counts, and decoded. A struct rather than a closure
+/// so that it is inlined into the parser's loop (see [`PacketSink`]).
+struct DecodeSink<'r, 'c, F> {
+    decoder: &'r mut Option<Etm4Decoder>,
+    recover: bool,
+    source: &'r Source,
+    stream_id: u8,
+    on_event: &'r mut F,
+    tot: &'r mut Tot<'c>,
+}
+
+impl<F: FnMut(Event<'_>)> PacketSink for DecodeSink<'_, '_, F> {
+    #[inline(always)]
+    fn packet(&mut self, pk: &Packet, raw: &[u8]) -> bool {
+        let (source, stream_id) = (self.source, self.stream_id);
+        self.tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw }, self.on_event);
+        decode_packet(self.decoder, self.recover, pk, source, self.on_event, self.tot)
     }
 }
 
 #[inline]
-fn parse_etm4<S: FnMut(&Packet, &[u8]) -> bool>(parser: &mut Etm4Parser, place: Place<'_>, bytes: &[u8], sink: &mut S) -> usize {
+fn parse_etm4<S: PacketSink>(parser: &mut Etm4Parser, place: Place<'_>, bytes: &[u8], sink: &mut S) -> usize {
     match place {
         Place::At(index) => parser.push_until(index, bytes, sink),
         Place::Spans(spans) => parser.push_spans_until(spans, bytes, sink),

@@ -13,4 +13,4 @@ pub mod parser;
 
 pub use config::{ConfigError, CoreProfile, Etm4Config};
 pub use packet::{Packet, PacketType};
-pub use parser::Etm4Parser;
+pub use parser::{Etm4Parser, PacketSink};

@@ -105,6 +105,22 @@ struct ParseSettings {
     m_profile: bool,
 }
 
+/// Where [`Etm4Parser::push_until`] hands each packet, with its raw bytes;
+/// false stops the parse. Any `FnMut(&Packet, &[u8]) -> bool` is one. A
+/// caller on the hot path (the session's decode) passes a struct whose
+/// method is always inlined: rustc cannot be told that of a closure, and
+/// left as a call it cost each packet a call frame.
+pub trait PacketSink {
+    fn packet(&mut self, packet: &Packet, raw: &[u8]) -> bool;
+}
+
+impl<F: FnMut(&Packet, &[u8]) -> bool> PacketSink for F {
+    #[inline(always)]
+    fn packet(&mut self, packet: &Packet, raw: &[u8]) -> bool {
+        self(packet, raw)
+    }
+}
+
 /// The ETMv4/ETE packet parser for one trace ID.
 ///
 /// Its stream state serializes (see [`Etm4Parser::save_state`]) so that an
@@ -266,7 +282,7 @@ impl Etm4Parser {
     /// As [`Etm4Parser::push`], but the sink can stop parsing by returning
     /// false (a decoder that hit a fatal error). Returns the number of bytes of
     /// `data` consumed; the packet the sink refused is complete.
-    pub fn push_until<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, index: u64, data: &[u8], sink: &mut F) -> usize {
+    pub fn push_until<F: PacketSink>(&mut self, index: u64, data: &[u8], sink: &mut F) -> usize {
         self.spans.clear();
         self.spans.push((0, index));
         self.parse::<false, F>(index, data, sink)
@@ -278,7 +294,7 @@ impl Etm4Parser {
     /// block's first byte, in order. Packets get the indices they would get
     /// had each block been pushed on its own, and a packet that runs from
     /// one block into the next is parsed straight from `data`.
-    pub fn push_spans_until<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, spans: &[(usize, u64)], data: &[u8], sink: &mut F) -> usize {
+    pub fn push_spans_until<F: PacketSink>(&mut self, spans: &[(usize, u64)], data: &[u8], sink: &mut F) -> usize {
         self.spans.clear();
         self.spans.extend_from_slice(spans);
         // The first stretch starts the push, whatever the caller says.
@@ -325,7 +341,7 @@ impl Etm4Parser {
 
     /// The machine over one push; `SPANS` when the push joins blocks (see
     /// [`Etm4Parser::push_spans_until`]).
-    fn parse<const SPANS: bool, F: FnMut(&Packet, &[u8]) -> bool>(&mut self, index: u64, data: &[u8], sink: &mut F) -> usize {
+    fn parse<const SPANS: bool, F: PacketSink>(&mut self, index: u64, data: &[u8], sink: &mut F) -> usize {
         self.block_index = index;
         self.stopped = false;
         let mut pos = 0usize;
@@ -418,10 +434,10 @@ impl Etm4Parser {
         self.state = State::Header;
     }
 
-    fn output<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, sink: &mut F) {
+    fn output<F: PacketSink>(&mut self, sink: &mut F) {
         self.pkt.index = self.packet_index;
         self.pkt.offset = self.buf_start();
-        if !sink(&self.pkt, &self.buf) {
+        if !sink.packet(&self.pkt, &self.buf) {
             self.stopped = true;
         }
     }
@@ -432,12 +448,12 @@ impl Etm4Parser {
         self.buf_first.max(self.packet_index)
     }
 
-    fn output_unsynced<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, sink: &mut F) {
+    fn output_unsynced<F: PacketSink>(&mut self, sink: &mut F) {
         let n = self.dump_unsynced.min(self.buf.len());
         self.pkt.index = self.packet_index;
         self.pkt.offset = self.buf_start();
         self.pkt.first_not_sync = !self.sent_not_sync;
-        if !sink(&self.pkt, &self.buf[..n]) {
+        if !sink.packet(&self.pkt, &self.buf[..n]) {
             self.stopped = true;
         }
         self.pkt.first_not_sync = false;
@@ -1241,11 +1257,11 @@ impl Etm4Parser {
 
     /// Hand a packet the fast path parsed to the sink.
     #[inline(always)]
-    fn emit<F: FnMut(&Packet, &[u8]) -> bool>(&mut self, sink: &mut F, ptype: PacketType, at: u64, raw: &[u8]) -> bool {
+    fn emit<F: PacketSink>(&mut self, sink: &mut F, ptype: PacketType, at: u64, raw: &[u8]) -> bool {
         self.pkt.ptype = ptype;
         self.pkt.index = at;
         self.pkt.offset = at;
-        sink(&self.pkt, raw)
+        sink.packet(&self.pkt, raw)
     }
 
     /// Parse whole packets of the common kinds (atoms, addresses, cycle
@@ -1258,7 +1274,7 @@ impl Etm4Parser {
     /// (atoms excepted: only atom packets and the decoder's atom-carrying
     /// packets read them, and those always set them).
     #[inline]
-    fn fast_run<const SPANS: bool, F: FnMut(&Packet, &[u8]) -> bool>(&mut self, data: &[u8], mut pos: usize, sink: &mut F) -> usize {
+    fn fast_run<const SPANS: bool, F: PacketSink>(&mut self, data: &[u8], mut pos: usize, sink: &mut F) -> usize {
         let k = self.spans.partition_point(|s| s.0 <= pos).saturating_sub(1);
         let (mut k, mut base, mut next) = self.span_from(k, pos);
         while let Some(&b) = data.get(pos) {
@@ -1267,11 +1283,13 @@ impl Etm4Parser {
             }
             let rest = &data[pos..];
             let at = base.wrapping_add(pos as u64);
-            let (n, go_on) = match self.fast[b as usize] {
+            // Every arm ends in the one call of the sink below: with a call in
+            // each arm the sink was not inlined.
+            let (n, ptype, clear) = match self.fast[b as usize] {
                 Fast::Atom(count, ptype, bits) => {
                     self.pkt.atom_bits = bits;
                     self.pkt.atom_count = count;
-                    (1, self.emit(sink, ptype, at, &rest[..1]))
+                    (1, ptype, false)
                 }
                 Fast::ShortAddr(is, ptype) => {
                     let n = match rest.get(1) {
@@ -1281,24 +1299,24 @@ impl Etm4Parser {
                     };
                     let (v, bits, _) = short_addr(&rest[1..n], is);
                     self.update_short_address(v, is, bits);
-                    (n, self.emit(sink, ptype, at, &rest[..n]))
+                    (n, ptype, false)
                 }
                 Fast::Long32(is, ptype) => {
                     let Some(raw) = rest.get(..5) else { break };
                     let v = long_addr_32(&raw[1..], is);
                     self.set_address_32(v, is);
-                    (5, self.emit(sink, ptype, at, raw))
+                    (5, ptype, false)
                 }
                 Fast::Long64(is, ptype) => {
                     let Some(raw) = rest.get(..9) else { break };
                     let v = long_addr_64(&raw[1..], is);
                     self.set_address_64(v, is);
-                    (9, self.emit(sink, ptype, at, raw))
+                    (9, ptype, false)
                 }
                 Fast::NoPayload(ptype) => {
                     self.pkt.ptype = ptype;
                     self.no_payload(b);
-                    (1, self.emit(sink, ptype, at, &rest[..1]))
+                    (1, ptype, false)
                 }
                 Fast::CycleF3 => {
                     self.cycle_scratch();
@@ -1307,17 +1325,13 @@ impl Etm4Parser {
                     }
                     let cc = self.cc_threshold().wrapping_add((b & 0x3) as u32);
                     self.set_cc(cc);
-                    let go_on = self.emit(sink, PacketType::CycleCountF3, at, &rest[..1]);
-                    self.clear_packet_fields();
-                    (1, go_on)
+                    (1, PacketType::CycleCountF3, true)
                 }
                 Fast::CycleF2 => {
                     let Some(raw) = rest.get(..2) else { break };
                     self.cycle_scratch();
                     self.cycle_f2(b, raw[1]);
-                    let go_on = self.emit(sink, PacketType::CycleCountF2, at, raw);
-                    self.clear_packet_fields();
-                    (2, go_on)
+                    (2, PacketType::CycleCountF2, true)
                 }
                 Fast::Exception => {
                     // Only the two-byte form; ETE's PE reset and transaction
@@ -1330,7 +1344,7 @@ impl Etm4Parser {
                     }
                     self.scratch.excep_size = 2;
                     self.finish_exception(b1, 0);
-                    (2, self.emit(sink, PacketType::Exception, at, raw))
+                    (2, PacketType::Exception, false)
                 }
                 Fast::Context => {
                     // Without the info byte, or with one that names no IDs.
@@ -1346,9 +1360,7 @@ impl Etm4Parser {
                             _ => break,
                         }
                     };
-                    let go_on = self.emit(sink, PacketType::Context, at, raw);
-                    self.clear_packet_fields();
-                    (raw.len(), go_on)
+                    (raw.len(), PacketType::Context, true)
                 }
                 Fast::AddrCtxt(is, ptype, wide) => {
                     let a = if wide { 8 } else { 4 };
@@ -1365,12 +1377,14 @@ impl Etm4Parser {
                         self.set_address_32(long_addr_32(&raw[1..5], is), is);
                     }
                     self.context_fields(&raw[1 + a..]);
-                    let go_on = self.emit(sink, ptype, at, raw);
-                    self.clear_packet_fields();
-                    (n, go_on)
+                    (n, ptype, true)
                 }
                 Fast::Slow => break,
             };
+            let go_on = self.emit(sink, ptype, at, &rest[..n]);
+            if clear {
+                self.clear_packet_fields();
+            }
             pos += n;
             if !go_on {
                 self.stopped = true;
