@@ -9,10 +9,10 @@
 //! The committed stream reproduces OpenCSD's `TrcPktDecodeEtmV4I` exactly,
 //! element for element, including its error handling and resynchronisation.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::config::{CoreProfile, Etm4Config};
+use super::ring::Ring;
 use super::packet::{Packet, PacketType, PeContext as PktContext};
 use crate::element::{
     Element, ElementKind, Time, InstrSubtype, InstrType, Isa, MemSpace, MemTrans, PeContext, Security, TraceOnReason,
@@ -111,6 +111,13 @@ struct P0 {
     seq: u64,
     /// Atoms flipped by a Mispredict (bit i: atom i, oldest first).
     mispredicted: u32,
+}
+
+// Only to fill the unused slots of the stack's ring.
+impl Default for P0 {
+    fn default() -> P0 {
+        P0::new(P0Kind::Atom, false, PacketType::Ignore, 0)
+    }
 }
 
 impl P0 {
@@ -267,7 +274,7 @@ pub struct Etm4Decoder {
     idec: DecodeOptions,
     core: DecoderCore,
     state: State,
-    stack: VecDeque<P0>,
+    stack: Ring<P0>,
     res: ElemRes,
     /// Elements built for the current step, sent together.
     out: Vec<Element>,
@@ -424,7 +431,7 @@ impl Etm4Decoder {
             idec,
             core: DecoderCore::new(cfg.trace_id()),
             state: State::NoSync,
-            stack: VecDeque::with_capacity(64),
+            stack: Ring::with_capacity(64),
             res: ElemRes::default(),
             out: Vec::with_capacity(8),
             last_is: 0,
@@ -760,7 +767,7 @@ impl Etm4Decoder {
             return;
         }
         let stack = std::mem::take(&mut self.stack);
-        for e in &stack {
+        for e in stack.iter() {
             for u in 0..e.units() {
                 self.spec_record(sink, e, u, state, at);
             }

@@ -10,6 +10,7 @@ pub mod decoder;
 pub mod display;
 pub mod packet;
 pub mod parser;
+mod ring;
 
 pub use config::{ConfigError, CoreProfile, Etm4Config};
 pub use packet::{Packet, PacketType};
