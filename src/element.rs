@@ -492,6 +492,10 @@ pub const KIND_NAMES: [&str; 17] = [
 
 /// [`ElementKind::InstrRange`]'s place in [`KIND_NAMES`].
 pub const KIND_INSTR_RANGE: usize = 3;
+/// [`ElementKind::AddrNotAccessible`]'s place in [`KIND_NAMES`].
+pub const KIND_ADDR_NACC: usize = 5;
+/// [`ElementKind::ExceptionReturn`]'s place in [`KIND_NAMES`].
+pub const KIND_EXCEPTION_RETURN: usize = 7;
 
 /// The element kind's place in [`KIND_NAMES`] (for tables of counts).
 pub fn kind_index(kind: &ElementKind) -> usize {
@@ -502,9 +506,9 @@ pub fn kind_index(kind: &ElementKind) -> usize {
         K::PeContext(_) => 2,
         K::InstrRange { .. } => KIND_INSTR_RANGE,
         K::RangeNoPath { .. } => 4,
-        K::AddrNotAccessible { .. } => 5,
+        K::AddrNotAccessible { .. } => KIND_ADDR_NACC,
         K::Exception { .. } => 6,
-        K::ExceptionReturn => 7,
+        K::ExceptionReturn => KIND_EXCEPTION_RETURN,
         K::Timestamp { .. } => 8,
         K::CycleCount => 9,
         K::Event { .. } => 10,

@@ -155,13 +155,6 @@ pub struct ElementCounts {
 }
 
 impl ElementCounts {
-    /// An instruction range of `count` instructions, as [`Self::add`] counts it.
-    #[inline(always)]
-    pub fn add_range(&mut self, count: u32) {
-        self.kinds[crate::element::KIND_INSTR_RANGE] += 1;
-        self.range_instructions += count as u64;
-    }
-
     #[inline(always)]
     pub fn add(&mut self, kind: &ElementKind) {
         self.kinds[crate::element::kind_index(kind)] += 1;

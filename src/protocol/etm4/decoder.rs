@@ -307,11 +307,26 @@ pub struct Etm4Decoder {
     #[serde(skip, default = "empty_walk_cache")]
     walk_cache: Box<[WalkCacheEntry]>,
     /// Set while `commit_atoms_now` walks its atoms in a run that only
-    /// counts: the elements made there are counted where they are made
-    /// instead of being built, queued and sent. Nothing there changes an
-    /// element once made (only a cycle count does, and none is made there).
+    /// counts: the ranges, inaccessible addresses and exception returns
+    /// made there are counted in `held` instead of being built into `out`.
+    /// Nothing there changes an element once made (only a cycle count does,
+    /// and none is made there).
     #[serde(skip)]
     count_now: bool,
+    /// Elements counted but not yet sent: like those in `out`, they are
+    /// sent by `send` and dropped by a reset (an error in the middle of an
+    /// atom packet drops the ranges of the atoms before it).
+    #[serde(skip)]
+    held: Held,
+}
+
+/// See [`Etm4Decoder::held`].
+#[derive(Clone, Copy, Debug, Default)]
+struct Held {
+    ranges: u64,
+    instructions: u64,
+    nacc: u64,
+    eret: u64,
 }
 
 fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
@@ -458,6 +473,7 @@ impl Etm4Decoder {
             last_committed_seq: None,
             walk_cache: empty_walk_cache(),
             count_now: false,
+            held: Held::default(),
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
@@ -477,6 +493,7 @@ impl Etm4Decoder {
         self.ete_first_ts_marker = false;
         self.next_range_check = None;
         self.out.clear();
+        self.held = Held::default();
         self.rs = ReturnStack::new(self.cfg.return_stack());
     }
 
@@ -484,9 +501,10 @@ impl Etm4Decoder {
 
     fn add(&mut self, index: u64, kind: ElementKind) {
         if self.count_now {
-            if let Some(c) = self.core.counted.as_deref_mut() {
-                c.add(&kind);
-                return;
+            match kind {
+                ElementKind::AddrNotAccessible { .. } => return self.held.nacc += 1,
+                ElementKind::ExceptionReturn => return self.held.eret += 1,
+                _ => {}
             }
         }
         self.out.push(Element {
@@ -501,6 +519,13 @@ impl Etm4Decoder {
 
     /// Hand the pending elements over, stamping each with its time context.
     fn send<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if let Some(c) = self.core.counted.as_deref_mut() {
+            let h = std::mem::take(&mut self.held);
+            c.kinds[crate::element::KIND_INSTR_RANGE] += h.ranges;
+            c.range_instructions += h.instructions;
+            c.kinds[crate::element::KIND_ADDR_NACC] += h.nacc;
+            c.kinds[crate::element::KIND_EXCEPTION_RETURN] += h.eret;
+        }
         // In place: an element is written once, where `add` built it.
         for e in self.out.iter_mut() {
             self.core.deliver(e, sink);
@@ -1427,10 +1452,9 @@ impl Etm4Decoder {
 
     fn range_element(&mut self, index: u64, r: Range, executed: bool, info: &InstrInfo, isa: Isa) {
         if self.count_now {
-            if let Some(c) = self.core.counted.as_deref_mut() {
-                c.add_range(r.count);
-                return;
-            }
+            self.held.ranges += 1;
+            self.held.instructions += r.count as u64;
+            return;
         }
         self.out.push(Element {
             index,
@@ -1959,6 +1983,57 @@ mod tests {
         d.walk.addr = 0x1000 + (nops as u64 - 4) * 4;
         let (r, res) = d.trace_to_waypoint(None).unwrap();
         assert_eq!((r.count, res), (4, WpRes::Nacc));
+    }
+
+    /// A run that only counts counts what a run that hands elements over
+    /// sends, also when an error stops an atom packet half-way: the ranges
+    /// of the atoms before the error are dropped with the reset, not
+    /// counted. Here the second of two atoms overruns a range limit of 4.
+    #[test]
+    fn counting_atoms_drops_what_an_error_drops() {
+        let nop = 0xd503_201fu32;
+        let b_plus_8 = 0x1400_0002u32;
+        let mut code = vec![nop, b_plus_8, nop];
+        code.extend([nop; 20]);
+        let mut image = MemoryImage::new();
+        image.add_bytes(0x1000, code.iter().flat_map(|w| w.to_le_bytes()).collect(), crate::element::MemSpace::ANY);
+        let image = Arc::new(image);
+        let run = |counting: bool, atoms: u8| {
+            let mut d = decoder();
+            d.image = image.clone();
+            d.opts.instr_range_limit = 4;
+            d.state = State::Decode;
+            d.is_64bit = true;
+            d.need_addr = false;
+            d.need_ctxt = false;
+            d.walk.addr = 0x1000;
+            d.walk.isa = Isa::A64;
+            if counting {
+                d.core.counted = Some(Box::default());
+            }
+            let mut pkt = Packet::start_state();
+            pkt.ptype = PacketType::AtomF2;
+            pkt.atom_count = atoms;
+            pkt.atom_bits = 0b11;
+            let mut sent = crate::protocol::decoder::ElementCounts::default();
+            assert!(d.commit_atoms_now(&pkt, &mut |o| {
+                if let DecoderOutput::Element(e) = o {
+                    sent.add(&e.kind);
+                }
+            }));
+            match d.core.counted.take() {
+                Some(c) => *c,
+                None => sent,
+            }
+        };
+        // One atom walks the first range (two instructions to the branch).
+        let one = run(false, 1);
+        assert_eq!((one.kinds[crate::element::KIND_INSTR_RANGE], one.range_instructions), (1, 2));
+        assert_eq!(run(true, 1), one);
+        // Two: the second overruns the limit and the first's range goes too.
+        let two = run(false, 2);
+        assert_eq!(two.kinds[crate::element::KIND_INSTR_RANGE], 0);
+        assert_eq!(run(true, 2), two);
     }
 
     /// A saved state with an out-of-range field is refused on load, naming it.
