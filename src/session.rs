@@ -21,6 +21,7 @@ use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
 use self::marks::Mark;
 use self::tally::{SourceTally, Tally};
 use crate::protocol::decoder::ElementCounts;
+pub use crate::protocol::output::ElementBatch;
 use crate::protocol::Decoder;
 
 /// The protocol a trace source speaks, as far as this version decodes it.
@@ -390,6 +391,9 @@ pub enum Event<'a> {
     Skipped { trace_id: u8, reason: String },
     /// End of one ID's data (after its last packet and element).
     EndOfTrace { source: &'a Source, stream_id: u8 },
+    /// Elements in the place of [`Event::Element`]s, only in a run with
+    /// [`RunOptions::batched`].
+    Batch { source: &'a Source, batch: &'a ElementBatch },
 }
 
 /// Options of a run.
@@ -414,6 +418,10 @@ pub struct RunOptions {
     /// event per packet (a third of a summary's time went to them).
     /// Messages, skips and ends are still sent.
     pub count_only: bool,
+    /// Elements that carry nothing but their number may come as
+    /// [`Event::Batch`] (see [`ElementBatch`]): what an index build needs,
+    /// without building each (half of a build's time went to them).
+    pub batched: bool,
 }
 
 /// Totals of a finished run.
@@ -444,6 +452,8 @@ struct Chain {
     /// A run that only counts ([`RunOptions::count_only`]): the source's
     /// packets and elements, counted here instead of sent as events.
     tally: Option<Box<SourceTally>>,
+    /// [`RunOptions::batched`].
+    batched: bool,
 }
 
 /// The run's counters and, in a run that only counts, the chain's tally:
@@ -534,7 +544,7 @@ impl Chain {
             SourceKind::Unsupported { .. } => return None,
         };
         let tally = opts.count_only.then(Box::default);
-        let mut chain = Chain { proto, source: si, recover: opts.decoder.recover, tally };
+        let mut chain = Chain { proto, source: si, recover: opts.decoder.recover, tally, batched: opts.batched };
         chain.count_in();
         Some(chain)
     }
@@ -542,19 +552,23 @@ impl Chain {
     /// In a run that only counts, the decoder counts its elements itself
     /// rather than handing each over (a call per element: 4% of a summary
     /// of raw ETE); [`Tot::take_counted`] takes the counts after each block.
+    /// Likewise a run that takes batches ([`RunOptions::batched`]) tells
+    /// its decoder so.
     fn count_in(&mut self) {
-        fn on<D: Decoder>(d: &mut Option<D>) {
+        fn on<D: Decoder>(d: &mut Option<D>, count: bool, batched: bool) {
             if let Some(d) = d {
-                d.core_mut().counted.get_or_insert_with(Box::default);
+                let core = d.core_mut();
+                if count {
+                    core.counted.get_or_insert_with(Box::default);
+                }
+                core.batched = batched;
             }
         }
-        if self.tally.is_none() {
-            return;
-        }
+        let (count, batched) = (self.tally.is_some(), self.batched);
         match &mut self.proto {
-            Proto::Etm4 { decoder, .. } => on(decoder),
-            Proto::Ptm { decoder, .. } => on(decoder),
-            Proto::Etm3 { decoder, .. } => on(decoder),
+            Proto::Etm4 { decoder, .. } => on(decoder, count, batched),
+            Proto::Ptm { decoder, .. } => on(decoder, count, batched),
+            Proto::Etm3 { decoder, .. } => on(decoder, count, batched),
         }
     }
 
@@ -852,6 +866,11 @@ fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event:
         DecoderOutput::Spec(record) => on_event(Event::Spec { source, record }),
         DecoderOutput::TransactionFailed { first_seq, last_seq, index, .. } => {
             on_event(Event::TransactionFailed { source, first_seq, last_seq, index })
+        }
+        DecoderOutput::Batch(batch) => {
+            tot.counts.elements += batch.elements();
+            tot.counts.instructions += batch.instructions;
+            on_event(Event::Batch { source, batch })
         }
     }
 }

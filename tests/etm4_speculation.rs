@@ -72,6 +72,7 @@ fn run(packets: &[&[u8]]) -> Run {
         DecoderOutput::Spec(s) => r.spec.push(*s),
         DecoderOutput::TransactionFailed { first_seq, last_seq, .. } => r.failed.push((first_seq, last_seq)),
         DecoderOutput::Message(m) => panic!("unexpected decoder message: {m}"),
+        DecoderOutput::Batch(b) => panic!("a batch from a decoder not asked for them: {b:?}"),
     };
     let mut sink = |p: &Packet, _: &[u8]| dec.packet(p, &mut on_out);
     parser.push(0, &bytes, &mut sink);

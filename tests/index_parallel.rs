@@ -5,20 +5,11 @@
 use std::path::{Path, PathBuf};
 
 use tracesight::index::{self, format, BuildProgress, IndexOptions, TraceIdentity};
-use tracesight::input::Snapshot;
 use tracesight::session::{BufferPlan, RunOptions};
 
-fn fixtures() -> Option<PathBuf> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures/opencsd");
-    p.is_dir().then_some(p)
-}
-
-fn plan_of(dir: &Path) -> Option<BufferPlan> {
-    let snap = Snapshot::open(dir).ok()?;
-    let buffer = snap.default_buffer()?.clone();
-    let plan = BufferPlan::new(&snap, &buffer).ok()?;
-    plan.sources.iter().any(|s| s.kind.is_decoded()).then_some(plan)
-}
+#[path = "support/plans.rs"]
+mod plans;
+use plans::{fixtures, plan_of};
 
 fn build(plan: &BufferPlan, data: &[u8], threads: usize, interval: u64, part: u64) -> (format::IndexData, BuildProgress) {
     let p = BuildProgress::new();

@@ -42,6 +42,7 @@ fn everything(cap: &Capture, data: &[u8], recover: bool) -> (String, RunSummary)
         Event::Skipped { trace_id, reason } => out.push_str(&format!("skipped 0x{trace_id:x}: {reason}\n")),
         Event::EndOfTrace { stream_id, .. } => out.push_str(&format!("end 0x{stream_id:x}\n")),
         Event::Spec { .. } | Event::TransactionFailed { .. } => {}
+        Event::Batch { batch, .. } => panic!("a batch in a run that did not ask for them: {batch:?}"),
     })
     .unwrap();
     (out, summary)

@@ -6,7 +6,9 @@
 //! * `cfg`: the trace unit (see `common::etm4`: ETE or ETMv4, cycle counts,
 //!   return stack, timestamps, COMMOPT, MAXSPEC).
 //! * `flags`: bit 0 speculation view, bit 1 recovery mode, bit 2
-//!   `-src_addr_n`, bit 3 `-aa64_opcode_chk`.
+//!   `-src_addr_n`, bit 3 `-aa64_opcode_chk`, bit 4 the long way (no atoms
+//!   committed as they arrive), bit 5 only the speculation records of
+//!   losses, bit 6 elements of committed atoms in batches (an index build).
 //! * `code_len` bytes (at most 64) of program image at 0x1000; the rest is
 //!   the trace.
 //!
@@ -38,15 +40,18 @@ fuzz_target!(|input: &[u8]| {
         src_addr_n: flags & 4 != 0,
         aa64_opcode_check: flags & 8 != 0,
         long_way: flags & 16 != 0,
+        spec_losses_only: flags & 32 != 0,
         // Small, so that a walk over the image stays cheap.
         instr_range_limit: 4096,
     };
     let mut decoder = Etm4Decoder::new(&cfg, common::image(code), opts);
+    decoder.core_mut().batched = flags & 64 != 0;
     let mut parser = Etm4Parser::new(&cfg);
     let mut last_index = 0u64;
     let check = |o: DecoderOutput<'_>, last: u64| match o {
         DecoderOutput::Element(e) => assert!(e.index <= last, "element at {} after packet {last}", e.index),
         DecoderOutput::Spec(r) => assert!(r.created <= last && r.resolved.map_or(true, |i| i <= last)),
+        DecoderOutput::Batch(b) => assert!(b.index <= last && b.elements() > 0, "batch {b:?} after packet {last}"),
         _ => {}
     };
     let mut stopped = false;

@@ -83,7 +83,7 @@ fuzz_target!(|input: &[u8]| {
     let (progress, cancel) = (AtomicU64::new(0), AtomicBool::new(false));
     for format in ExportFormat::ALL {
         let path = d.join(format!("out.{}", format.extension()));
-        let req = ExportRequest { from: 0, to: 2000, format, path: path.clone(), speculation: false };
+        let req = ExportRequest { from: 0, to: 2000, format, path: path.clone(), speculation: false, keep: None };
         let Ok(summary) = export(&cap, &seeker, &req, &progress, &cancel) else { continue };
         let text = std::fs::read_to_string(&path).expect("an export is UTF-8");
         assert_eq!(summary.bytes, text.len() as u64);

@@ -194,6 +194,7 @@ pub fn run(args: DecodeArgs) -> Result<ExitCode, CliError> {
         after_reset: false,
         quiet_ends: false,
         count_only: false,
+        batched: false,
     };
     if let Some(pos) = &args.seek {
         let (plan, file) = &planned[0];

@@ -172,6 +172,8 @@ pub fn write_listing(
             write_image_header(&mut out.buf, plan);
         }
         opts.after_reset = multi && i > 0;
+        // A listing prints every element.
+        opts.batched = false;
         let mut io_err = None;
         let summary = run(plan, file.bytes(), &opts, |ev| {
             if io_err.is_some() {
@@ -218,6 +220,8 @@ pub fn write_listing(
                         ));
                     }
                 }
+                // Batches are off (above).
+                Event::Batch { .. } => {}
                 Event::Packet { .. } if !show_packets => {}
                 Event::Packet { source, stream_id, packet, raw } => {
                     if opencsd {

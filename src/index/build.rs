@@ -31,11 +31,11 @@ use super::format::{self, Checkpoint, IdSummary, IndexData, Release};
 use crate::session::marks::{self, Kind, Mark, Shift};
 use super::spill::{Spill, StateRef, States};
 use super::{IndexOptions, Maxima, SegmentStats};
-use crate::element::{Element, ElementKind};
+use crate::element::{Element, ElementKind, Time};
 use crate::frame::FrameMode;
 use crate::protocol::etm4::decoder::SpecState;
 use crate::session::tally::Tally;
-use crate::session::{BufferPlan, Counts, Event, Fragment, RunOptions, Runner, Source};
+use crate::session::{BufferPlan, Counts, ElementBatch, Event, Fragment, RunOptions, Runner, Source};
 
 /// How far an index build is, readable from any thread while it runs.
 #[derive(Debug, Default)]
@@ -165,21 +165,43 @@ impl Seg {
                 _ => 0,
             }
         };
+        self.account(e.trace_id, &e.time, 1, instr);
+    }
+
+    /// `k` elements in a row, none of them an exception or a gap, that share
+    /// trace ID, index and time context, with `instr` instructions between
+    /// them: what [`Seg::element`] does for each, done once.
+    fn batch(&mut self, b: &ElementBatch) {
+        let k = b.elements();
+        if k > 0 {
+            if let Some(t) = b.time.timestamp {
+                self.first_ts.get_or_insert(t);
+                self.last_ts = Some(t);
+                self.max_ts = Some(self.max_ts.map_or(t, |m| m.max(t)));
+            }
+            self.max_index = Some(self.max_index.map_or(b.index, |m| m.max(b.index)));
+            self.account(b.trace_id, &b.time, k, b.instructions);
+        }
+    }
+
+    /// The share of `k` (at least one) elements of `trace_id` in a row.
+    #[inline(always)]
+    fn account(&mut self, trace_id: u8, time: &Time, k: u64, instr: u64) {
         self.instructions += instr;
         let n = self.n;
-        self.n += 1;
-        let cc = e.time.total_cycles;
+        self.n += k;
+        let cc = time.total_cycles;
         // Elements come in runs per trace ID: the last one's share first.
         let last = self.ids.len().wrapping_sub(1);
         let found = match self.ids.get(last) {
-            Some(s) if s.trace_id == e.trace_id => Some(last),
-            _ => self.ids.iter().position(|s| s.trace_id == e.trace_id),
+            Some(s) if s.trace_id == trace_id => Some(last),
+            _ => self.ids.iter().position(|s| s.trace_id == trace_id),
         };
         let id = match found {
             Some(i) => &mut self.ids[i],
             None => {
                 self.ids.push(IdSeg {
-                    trace_id: e.trace_id,
+                    trace_id,
                     elements: 0,
                     instructions: 0,
                     first_ts: None,
@@ -193,17 +215,19 @@ impl Seg {
                 self.ids.last_mut().unwrap()
             }
         };
-        id.elements += 1;
+        // The last of the `k`.
+        let end = n + (k - 1);
+        id.elements += k;
         id.instructions += instr;
-        if let Some(t) = e.time.timestamp {
+        if let Some(t) = time.timestamp {
             id.first_ts.get_or_insert(t);
             id.last_ts = Some(t);
         }
-        id.last_any = (n, cc);
+        id.last_any = (end, cc);
         id.max_cc = id.max_cc.max(cc);
         if cc > 0 {
             id.first_pos.get_or_insert((n, cc));
-            id.last_pos = Some((n, cc));
+            id.last_pos = Some((end, cc));
         }
     }
 
@@ -255,6 +279,7 @@ impl Seg {
         }
         match ev {
             Event::Element { element, .. } => self.element(element),
+            Event::Batch { batch, .. } => self.batch(batch),
             Event::Spec { record, .. } if record.state != SpecState::Committed => self.spec_canceled += 1,
             _ => {}
         }
@@ -400,8 +425,10 @@ impl Ctx<'_> {
                 }
                 // Only elements: the speculation records of the flush are not
                 // part of any segment's count.
-                if let Event::Element { element, .. } = ev {
-                    seg.element(element)
+                match ev {
+                    Event::Element { element, .. } => seg.element(element),
+                    Event::Batch { batch, .. } => seg.batch(batch),
+                    _ => {}
                 }
             });
             seg.take_counts(r);
@@ -903,6 +930,8 @@ pub(super) fn build_fragments(
     // the decoders need not report the commits (one record per atom).
     let mut opts = opts.clone();
     opts.decoder.spec_losses_only = true;
+    // Nor need they build the ranges of committed atoms one by one.
+    opts.batched = true;
     let opts = &opts;
     let spill = Arc::new(Spill::new());
     if let [frag] = fragments {

@@ -140,6 +140,11 @@ pub struct DecoderCore {
     /// elements over until told to count.
     #[serde(skip)]
     pub counted: Option<Box<ElementCounts>>,
+    /// Set where a run takes the elements of committed atoms in batches
+    /// ([`super::output::ElementBatch`]) instead of one by one (an index
+    /// build). Ignored while `counted` is set; never saved, as `counted`.
+    #[serde(skip)]
+    pub batched: bool,
 }
 
 /// Elements a decoder counted instead of handing over (see

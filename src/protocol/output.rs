@@ -3,7 +3,7 @@
 //! it, below both the shared [`super::decoder::Decoder`] trait and each
 //! protocol's decoder.
 
-use crate::element::Element;
+use crate::element::{Element, Time};
 
 /// What a speculative (P0) element was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +90,37 @@ pub enum DecoderOutput<'a> {
     /// A transaction failed: the committed P0 elements `first_seq..=last_seq`
     /// since its start did not take effect (Arm ARM D4.3.8).
     TransactionFailed { trace_id: u8, first_seq: u64, last_seq: u64, index: u64 },
+    /// Elements made but not built, only where the decoder was asked for
+    /// batches ([`crate::protocol::decoder::DecoderCore::batched`]): they
+    /// come in the place of the elements they stand for.
+    Batch(&'a ElementBatch),
+}
+
+/// Elements of one atom packet that an index build needs no more of than
+/// their number: the instruction ranges, inaccessible addresses and
+/// exception returns of atoms committed as they arrive. They all share the
+/// packet's index, the trace ID and the time context, and none of them
+/// changes that context, so a consumer can account for all of them at once
+/// as it would for each in turn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ElementBatch {
+    pub trace_id: u8,
+    /// Offset of the atom packet.
+    pub index: u64,
+    /// The time context each of them would have been stamped with.
+    pub time: Time,
+    pub ranges: u64,
+    /// Instructions in the ranges.
+    pub instructions: u64,
+    pub addr_not_accessible: u64,
+    pub exception_returns: u64,
+}
+
+impl ElementBatch {
+    /// How many elements it stands for.
+    pub fn elements(&self) -> u64 {
+        self.ranges + self.addr_not_accessible + self.exception_returns
+    }
 }
 
 /// The longest instruction range walked when no limit is given: 2^24

@@ -10,7 +10,7 @@
 
 use crate::element::{self, ElementKind, KIND_NAMES};
 use crate::protocol::decoder::ElementCounts;
-use crate::session::{Event, Source};
+use crate::session::{ElementBatch, Event, Source};
 
 /// What one trace source reported.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -49,6 +49,13 @@ impl SourceTally {
             *a += b;
         }
         self.instructions += c.range_instructions + c.no_path_instructions;
+    }
+
+    fn batch(&mut self, b: &ElementBatch) {
+        self.elements[element::KIND_INSTR_RANGE] += b.ranges;
+        self.elements[element::KIND_ADDR_NACC] += b.addr_not_accessible;
+        self.elements[element::KIND_EXCEPTION_RETURN] += b.exception_returns;
+        self.instructions += b.instructions;
     }
 
     #[inline(always)]
@@ -114,6 +121,11 @@ impl Tally {
             Event::Message { source, .. } => {
                 if let Some(i) = self.slot(sources, source) {
                     self.sources[i].messages += 1;
+                }
+            }
+            Event::Batch { source, batch } => {
+                if let Some(i) = self.slot(sources, source) {
+                    self.sources[i].batch(batch);
                 }
             }
             Event::Skipped { trace_id, reason } => self.skip(*trace_id, reason),

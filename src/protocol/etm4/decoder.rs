@@ -21,6 +21,7 @@ use crate::element::{
 use crate::image::instr::{self, DecodeOptions, InstrInfo, ItState};
 use crate::image::memory::MemoryImage;
 use crate::protocol::decoder::{Decoder, DecoderCore, ReturnStack, PLAIN_STEPS};
+use crate::protocol::output::ElementBatch;
 use crate::protocol::ProtocolError;
 
 pub use crate::protocol::decoder::DecodeError;
@@ -323,6 +324,8 @@ pub struct Etm4Decoder {
 /// See [`Etm4Decoder::held`].
 #[derive(Clone, Copy, Debug, Default)]
 struct Held {
+    /// The atom packet's (a batch's index).
+    index: u64,
     ranges: u64,
     instructions: u64,
     nacc: u64,
@@ -531,6 +534,29 @@ impl Etm4Decoder {
             self.core.deliver(e, sink);
         }
         self.out.clear();
+        // Held elements come after those in `out`: `out` can hold what the
+        // atom loop of `commit_atoms_now` found queued before it (a trace
+        // on, a cycle count), and that loop makes held kinds only.
+        if self.held.ranges | self.held.nacc | self.held.eret != 0 {
+            self.send_batch(sink);
+        }
+    }
+
+    // Out of line: a summary never gets here, and inlined it made `send`
+    // too big to inline into the atom loop.
+    #[inline(never)]
+    fn send_batch<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        let h = std::mem::take(&mut self.held);
+        let b = ElementBatch {
+            trace_id: self.core.trace_id,
+            index: h.index,
+            time: self.core.time,
+            ranges: h.ranges,
+            instructions: h.instructions,
+            addr_not_accessible: h.nacc,
+            exception_returns: h.eret,
+        };
+        sink(DecoderOutput::Batch(&b));
     }
 
     fn log<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, err: DecodeError, index: Option<u64>, text: &str) {
@@ -739,7 +765,8 @@ impl Etm4Decoder {
             }
         }
         let mut ok = true;
-        self.count_now = self.core.counted.is_some();
+        self.count_now = self.core.counted.is_some() || self.core.batched;
+        self.held.index = e.index;
         while e.atom_count > 0 {
             let at = Some(self.core.index_curr);
             self.spec_record(sink, &e, 0, SpecState::Committed, at);
