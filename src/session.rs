@@ -422,6 +422,11 @@ pub struct RunOptions {
     /// [`Event::Batch`] (see [`ElementBatch`]): what an index build needs,
     /// without building each (half of a build's time went to them).
     pub batched: bool,
+    /// Packets are counted but not sent as [`Event::Packet`] (an index build
+    /// reads none). In a batched run, batches in a row with nothing between
+    /// them and the same time context then come merged into one (their
+    /// index the last one's).
+    pub quiet_packets: bool,
 }
 
 /// Totals of a finished run.
@@ -454,6 +459,8 @@ struct Chain {
     tally: Option<Box<SourceTally>>,
     /// [`RunOptions::batched`].
     batched: bool,
+    /// [`RunOptions::quiet_packets`].
+    quiet: bool,
 }
 
 /// The run's counters and, in a run that only counts, the chain's tally:
@@ -461,6 +468,12 @@ struct Chain {
 struct Tot<'a> {
     counts: &'a mut Counts,
     tally: Option<&'a mut SourceTally>,
+    /// [`RunOptions::quiet_packets`].
+    quiet: bool,
+    /// Batches are merged while nothing else comes between them (a batched
+    /// run with quiet packets): the one being added to.
+    merge: bool,
+    pending: Option<ElementBatch>,
 }
 
 /// The protocol-specific half of a [`Chain`].
@@ -544,7 +557,7 @@ impl Chain {
             SourceKind::Unsupported { .. } => return None,
         };
         let tally = opts.count_only.then(Box::default);
-        let mut chain = Chain { proto, source: si, recover: opts.decoder.recover, tally, batched: opts.batched };
+        let mut chain = Chain { proto, source: si, recover: opts.decoder.recover, tally, batched: opts.batched, quiet: opts.quiet_packets };
         chain.count_in();
         Some(chain)
     }
@@ -600,10 +613,11 @@ impl Chain {
     ) -> bool {
         let source = &plan.sources[self.source];
         let recover = self.recover;
-        let tot = &mut Tot { counts, tally: self.tally.as_deref_mut() };
+        let tot = &mut Tot::new(counts, self.tally.as_deref_mut(), self.quiet, self.batched);
         match &mut self.proto {
             Proto::Etm4 { parser, decoder } => {
                 push_etm4(parser, decoder, Place::At(index), recover, source, stream_id, bytes, on_event, tot);
+                tot.flush(source, on_event);
                 tot.take_counted(decoder);
             }
             Proto::Ptm { parser, decoder, prev } => {
@@ -615,6 +629,7 @@ impl Chain {
                     tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw }, on_event);
                     decode_packet(decoder, recover, pk, source, on_event, tot)
                 });
+                tot.flush(source, on_event);
                 tot.take_counted(decoder);
                 if let Some(p) = prev {
                     p.clear();
@@ -626,6 +641,7 @@ impl Chain {
                     tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Etm3(pk), raw }, on_event);
                     decode_packet(decoder, recover, pk, source, on_event, tot)
                 });
+                tot.flush(source, on_event);
                 tot.take_counted(decoder);
             }
         }
@@ -649,8 +665,9 @@ impl Chain {
         let Proto::Etm4 { parser, decoder } = &mut self.proto else {
             return None;
         };
-        let tot = &mut Tot { counts, tally: self.tally.as_deref_mut() };
+        let tot = &mut Tot::new(counts, self.tally.as_deref_mut(), self.quiet, self.batched);
         let used = push_etm4(parser, decoder, Place::Spans(spans), self.recover, source, stream_id, bytes, on_event, tot);
+        tot.flush(source, on_event);
         tot.take_counted(decoder);
         Some((!is_fatal(decoder), used))
     }
@@ -660,7 +677,7 @@ impl Chain {
     fn finish<F: FnMut(Event<'_>)>(&mut self, plan: &BufferPlan, stream_id: u8, on_event: &mut F, counts: &mut Counts) -> bool {
         let source = &plan.sources[self.source];
         let recover = self.recover;
-        let tot = &mut Tot { counts, tally: self.tally.as_deref_mut() };
+        let tot = &mut Tot::new(counts, self.tally.as_deref_mut(), self.quiet, self.batched);
         macro_rules! flush {
             ($parser:expr, $decoder:expr, $pkty:ty, $variant:ident) => {{
                 $parser.finish(&mut |pk: &$pkty, raw: &[u8]| {
@@ -675,6 +692,7 @@ impl Chain {
                     }
                     None => true,
                 };
+                tot.flush(source, on_event);
                 tot.take_counted($decoder);
                 ok
             }};
@@ -821,7 +839,20 @@ fn parse_etm4<S: PacketSink>(parser: &mut Etm4Parser, place: Place<'_>, bytes: &
     }
 }
 
-impl Tot<'_> {
+impl<'a> Tot<'a> {
+    fn new(counts: &'a mut Counts, tally: Option<&'a mut SourceTally>, quiet: bool, batched: bool) -> Tot<'a> {
+        Tot { counts, tally, quiet, merge: quiet && batched, pending: None }
+    }
+
+    /// Send the batch being merged, if any: before anything else is sent,
+    /// and at the end of each block a chain is given.
+    #[inline(always)]
+    fn flush<F: FnMut(Event<'_>)>(&mut self, source: &Source, on_event: &mut F) {
+        if let Some(b) = self.pending.take() {
+            on_event(Event::Batch { source, batch: &b });
+        }
+    }
+
     /// Take what a decoder that counts its own elements ([`Chain::count_in`])
     /// counted into the run's counters and the chain's tally. Called after
     /// each block, so the counters are whole wherever anyone reads them
@@ -843,7 +874,9 @@ impl Tot<'_> {
         self.counts.packets += 1;
         match &mut self.tally {
             Some(t) => t.packet(raw),
-            None => on_event(ev()),
+            // Nothing is merged unless packets are quiet.
+            None if !self.quiet => on_event(ev()),
+            None => {}
         }
     }
 }
@@ -852,6 +885,28 @@ impl Tot<'_> {
 // the index build 5% more instructions.
 #[inline(always)]
 fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event: &mut F, tot: &mut Tot<'_>) {
+    if let DecoderOutput::Batch(b) = o {
+        tot.counts.elements += b.elements();
+        tot.counts.instructions += b.instructions;
+        if !tot.merge {
+            on_event(Event::Batch { source, batch: b });
+            return;
+        }
+        if let Some(p) = &mut tot.pending {
+            if p.trace_id == b.trace_id && p.time == b.time {
+                p.index = p.index.max(b.index);
+                p.ranges += b.ranges;
+                p.instructions += b.instructions;
+                p.addr_not_accessible += b.addr_not_accessible;
+                p.exception_returns += b.exception_returns;
+                return;
+            }
+        }
+        tot.flush(source, on_event);
+        tot.pending = Some(*b);
+        return;
+    }
+    tot.flush(source, on_event);
     match o {
         DecoderOutput::Element(e) => {
             tot.counts.elements += 1;
@@ -867,11 +922,7 @@ fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event:
         DecoderOutput::TransactionFailed { first_seq, last_seq, index, .. } => {
             on_event(Event::TransactionFailed { source, first_seq, last_seq, index })
         }
-        DecoderOutput::Batch(batch) => {
-            tot.counts.elements += batch.elements();
-            tot.counts.instructions += batch.instructions;
-            on_event(Event::Batch { source, batch })
-        }
+        DecoderOutput::Batch(_) => {}
     }
 }
 

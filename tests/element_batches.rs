@@ -9,6 +9,10 @@
 //! time are merged into one count per kind (a batch, or several batches
 //! and elements in a row, likewise). Every other element is compared
 //! whole, and the runs must sit between them exactly as they do.
+//!
+//! With quiet packets ([`RunOptions::quiet_packets`], as an index build
+//! runs) batches in a row merge across packets: there runs are cut by
+//! trace ID and time only, and carry the greatest index of their elements.
 
 use std::path::PathBuf;
 
@@ -27,9 +31,10 @@ enum Step {
     Other(String),
 }
 
-fn push_run(steps: &mut Vec<Step>, trace_id: u8, index: u64, time: Time, add: [u64; 4]) {
+fn push_run(steps: &mut Vec<Step>, across: bool, trace_id: u8, index: u64, time: Time, add: [u64; 4]) {
     if let Some(Step::Run { trace_id: t, index: i, time: tm, ranges, instructions, nacc, erets }) = steps.last_mut() {
-        if *t == trace_id && *i == index && *tm == time {
+        if *t == trace_id && (*i == index || across) && *tm == time {
+            *i = index.max(*i);
             *ranges += add[0];
             *instructions += add[1];
             *nacc += add[2];
@@ -47,7 +52,7 @@ struct Stream {
     batches: u64,
 }
 
-fn stream(plan: &BufferPlan, data: &[u8], opts: &RunOptions) -> Stream {
+fn stream(plan: &BufferPlan, data: &[u8], opts: &RunOptions, across: bool) -> Stream {
     let mut steps = Vec::new();
     let mut batches = 0;
     session::run(plan, data, opts, |ev| match ev {
@@ -59,14 +64,14 @@ fn stream(plan: &BufferPlan, data: &[u8], opts: &RunOptions) -> Stream {
                 _ => None,
             };
             match add {
-                Some(a) => push_run(&mut steps, e.trace_id, e.index, e.time, a),
+                Some(a) => push_run(&mut steps, across, e.trace_id, e.index, e.time, a),
                 None => steps.push(Step::Other(format!("{e:?}"))),
             }
         }
         Event::Batch { batch: b, .. } => {
             batches += 1;
             assert!(b.elements() > 0, "an empty batch");
-            push_run(&mut steps, b.trace_id, b.index, b.time, [b.ranges, b.instructions, b.addr_not_accessible, b.exception_returns]);
+            push_run(&mut steps, across, b.trace_id, b.index, b.time, [b.ranges, b.instructions, b.addr_not_accessible, b.exception_returns]);
         }
         Event::Message { text, .. } => steps.push(Step::Other(format!("message {text}"))),
         Event::Spec { record, .. } => steps.push(Step::Other(format!("{record:?}"))),
@@ -81,21 +86,28 @@ fn stream(plan: &BufferPlan, data: &[u8], opts: &RunOptions) -> Stream {
     Stream { steps, batches }
 }
 
+/// The batches of a batched run, then of one with quiet packets, checked
+/// against the elements of a run that takes each; the number of batches.
 fn compare(what: &str, plan: &BufferPlan, data: &[u8], speculation: bool) -> u64 {
     let mut each = RunOptions { elements: true, ..RunOptions::default() };
     each.decoder.speculation = speculation;
-    let batched = RunOptions { batched: true, ..each.clone() };
-    let a = stream(plan, data, &each);
-    let b = stream(plan, data, &batched);
-    assert_eq!(a.batches, 0, "{what}: batches in a run that did not ask for them");
-    if let Some(i) = (0..a.steps.len().max(b.steps.len())).find(|&i| a.steps.get(i) != b.steps.get(i)) {
-        panic!(
-            "{what}: step {i} differs:\n  each element: {:?}\n  batched:      {:?}",
-            a.steps.get(i),
-            b.steps.get(i)
-        );
+    let mut seen = [0; 2];
+    for (k, quiet) in [false, true].into_iter().enumerate() {
+        let a = stream(plan, data, &each, quiet);
+        let b = stream(plan, data, &RunOptions { batched: true, quiet_packets: quiet, ..each.clone() }, quiet);
+        assert_eq!(a.batches, 0, "{what}: batches in a run that did not ask for them");
+        if let Some(i) = (0..a.steps.len().max(b.steps.len())).find(|&i| a.steps.get(i) != b.steps.get(i)) {
+            panic!(
+                "{what} (quiet packets: {quiet}): step {i} differs:\n  each element: {:?}\n  batched:      {:?}",
+                a.steps.get(i),
+                b.steps.get(i)
+            );
+        }
+        seen[k] = b.batches;
     }
-    b.batches
+    // Merged, there are fewer.
+    assert!(seen[1] <= seen[0], "{what}: {} batches merged, {} not", seen[1], seen[0]);
+    seen[0]
 }
 
 #[test]

@@ -195,6 +195,7 @@ pub fn run(args: DecodeArgs) -> Result<ExitCode, CliError> {
         quiet_ends: false,
         count_only: false,
         batched: false,
+        quiet_packets: false,
     };
     if let Some(pos) = &args.seek {
         let (plan, file) = &planned[0];

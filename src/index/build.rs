@@ -930,8 +930,10 @@ pub(super) fn build_fragments(
     // the decoders need not report the commits (one record per atom).
     let mut opts = opts.clone();
     opts.decoder.spec_losses_only = true;
-    // Nor need they build the ranges of committed atoms one by one.
+    // Nor need they build the ranges of committed atoms one by one, and
+    // nothing reads the packets.
     opts.batched = true;
+    opts.quiet_packets = true;
     let opts = &opts;
     let spill = Arc::new(Spill::new());
     if let [frag] = fragments {
