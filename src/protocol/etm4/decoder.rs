@@ -871,6 +871,9 @@ impl Etm4Decoder {
             | P::AddrShortIs0
             | P::AddrShortIs1 => {
                 self.last_is = pkt.addr.isa;
+                if self.addr_now(pkt) {
+                    return;
+                }
                 if matches!(pkt.ptype, P::AddrCtxtL32Is0 | P::AddrCtxtL32Is1 | P::AddrCtxtL64Is0 | P::AddrCtxtL64Is1) {
                     let e = self.push(P0Kind::Ctxt, false, pkt);
                     e.ctxt = pkt.context;
@@ -1219,6 +1222,41 @@ impl Etm4Decoder {
         ok
     }
 
+    /// An address (without context) that arrives with nothing queued, nothing
+    /// speculative and nothing to resolve takes effect at once, as it would
+    /// on the next commit, when it would be first on the stack: nothing that
+    /// comes between reads what it sets (the elements after it commit after
+    /// it), and what drops it unused instead (a discard, an overflow, an
+    /// error) also asks for a new address and a new trace info, which set
+    /// all of it again. Half of the packets of some captures are addresses
+    /// (texit-poe2, juno_r1_1).
+    #[inline(always)]
+    fn addr_now(&mut self, pkt: &Packet) -> bool {
+        use PacketType as P;
+        let now = self.state == State::Decode
+            && self.stack.is_empty()
+            && self.max_spec == 0
+            && self.spec_depth == 0
+            && !self.elem_pending_addr
+            && !self.res.any()
+            && !self.opts.long_way
+            && !matches!(pkt.ptype, P::AddrCtxtL32Is0 | P::AddrCtxtL32Is1 | P::AddrCtxtL64Is0 | P::AddrCtxtL64Is1);
+        if now {
+            self.take_addr(pkt.addr.value, pkt.addr.isa);
+        }
+        now
+    }
+
+    /// An address element committed.
+    #[inline(always)]
+    fn take_addr(&mut self, addr: u64, is: u8) {
+        self.rs.pop_pending = false;
+        self.rs.tinfo_wait_addr = false;
+        self.walk.addr = addr;
+        self.walk.isa = calc_isa(self.is_64bit, is);
+        self.need_addr = false;
+    }
+
     /// Commit an element that leaves the commit count alone (one that is not
     /// a P0 element, or the part of an exception return that is the same
     /// either way). True after a context change: the elements built so far
@@ -1233,13 +1271,7 @@ impl Etm4Decoder {
                 self.prev_overflow = false;
                 self.rs.flush();
             }
-            P0Kind::Addr => {
-                self.rs.pop_pending = false;
-                self.rs.tinfo_wait_addr = false;
-                self.walk.addr = e.addr;
-                self.walk.isa = calc_isa(self.is_64bit, e.addr_is);
-                self.need_addr = false;
-            }
+            P0Kind::Addr => self.take_addr(e.addr, e.addr_is),
             P0Kind::Ctxt if e.ctxt.updated => {
                 self.update_context(e, e.index);
                 return true;
