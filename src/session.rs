@@ -922,6 +922,7 @@ fn forward<F: FnMut(Event<'_>)>(source: &Source, o: DecoderOutput<'_>, on_event:
         DecoderOutput::TransactionFailed { first_seq, last_seq, index, .. } => {
             on_event(Event::TransactionFailed { source, first_seq, last_seq, index })
         }
+        // Taken above.
         DecoderOutput::Batch(_) => {}
     }
 }

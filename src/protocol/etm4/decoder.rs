@@ -578,7 +578,8 @@ impl Etm4Decoder {
             // Atoms and addresses, nine packets in ten of most captures, are
             // mostly taken at once (atoms committed or idle, addresses
             // applied): that is tried here, without the frame of the full
-            // match, which asks the same again when it fails.
+            // match. When it fails the full match asks again for atoms, and
+            // queues addresses.
             use PacketType as P;
             match pkt.ptype {
                 P::AtomF1 | P::AtomF2 | P::AtomF3 | P::AtomF4 | P::AtomF5 | P::AtomF6 => {
@@ -896,9 +897,6 @@ impl Etm4Decoder {
             | P::AddrShortIs0
             | P::AddrShortIs1 => {
                 self.last_is = pkt.addr.isa;
-                if self.addr_now(pkt) {
-                    return;
-                }
                 if matches!(pkt.ptype, P::AddrCtxtL32Is0 | P::AddrCtxtL32Is1 | P::AddrCtxtL64Is0 | P::AddrCtxtL64Is1) {
                     let e = self.push(P0Kind::Ctxt, false, pkt);
                     e.ctxt = pkt.context;
@@ -1247,8 +1245,9 @@ impl Etm4Decoder {
         ok
     }
 
-    /// An address (without context) that arrives with nothing queued, nothing
-    /// speculative and nothing to resolve takes effect at once, as it would
+    /// An address (without context: the packet entry asks only for those, in
+    /// the Decode state) that arrives with nothing queued, nothing speculative and nothing to
+    /// resolve takes effect at once, as it would
     /// on the next commit, when it would be first on the stack: nothing that
     /// comes between reads what it sets (the elements after it commit after
     /// it), and what drops it unused instead (a discard, an overflow, an
@@ -1257,15 +1256,12 @@ impl Etm4Decoder {
     /// (texit-poe2, juno_r1_1).
     #[inline(always)]
     fn addr_now(&mut self, pkt: &Packet) -> bool {
-        use PacketType as P;
-        let now = self.state == State::Decode
-            && self.stack.is_empty()
+        let now = self.stack.is_empty()
             && self.max_spec == 0
             && self.spec_depth == 0
             && !self.elem_pending_addr
             && !self.res.any()
-            && !self.opts.long_way
-            && !matches!(pkt.ptype, P::AddrCtxtL32Is0 | P::AddrCtxtL32Is1 | P::AddrCtxtL64Is0 | P::AddrCtxtL64Is1);
+            && !self.opts.long_way;
         if now {
             self.take_addr(pkt.addr.value, pkt.addr.isa);
         }
