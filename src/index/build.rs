@@ -140,12 +140,6 @@ impl Seg {
     // were a fifth of its cost.
     #[inline(always)]
     fn element(&mut self, e: &Element) {
-        if let Some(t) = e.time.timestamp {
-            self.first_ts.get_or_insert(t);
-            self.last_ts = Some(t);
-            self.max_ts = Some(self.max_ts.map_or(t, |m| m.max(t)));
-        }
-        self.max_index = Some(self.max_index.map_or(e.index, |m| m.max(e.index)));
         // Ranges first: most elements are, and a well-predicted test is
         // cheaper than the jump table of a full match.
         let instr = if let ElementKind::InstrRange { count, .. } = e.kind {
@@ -165,28 +159,29 @@ impl Seg {
                 _ => 0,
             }
         };
-        self.account(e.trace_id, &e.time, 1, instr);
+        self.account(e.trace_id, e.index, &e.time, 1, instr);
     }
 
     /// `k` elements in a row, none of them an exception or a gap, that share
-    /// trace ID, index and time context, with `instr` instructions between
-    /// them: what [`Seg::element`] does for each, done once.
+    /// trace ID and time context, with `instr` instructions between them and
+    /// `index` the greatest of theirs: what [`Seg::element`] does for each,
+    /// done once.
     fn batch(&mut self, b: &ElementBatch) {
         let k = b.elements();
         if k > 0 {
-            if let Some(t) = b.time.timestamp {
-                self.first_ts.get_or_insert(t);
-                self.last_ts = Some(t);
-                self.max_ts = Some(self.max_ts.map_or(t, |m| m.max(t)));
-            }
-            self.max_index = Some(self.max_index.map_or(b.index, |m| m.max(b.index)));
-            self.account(b.trace_id, &b.time, k, b.instructions);
+            self.account(b.trace_id, b.index, &b.time, k, b.instructions);
         }
     }
 
     /// The share of `k` (at least one) elements of `trace_id` in a row.
     #[inline(always)]
-    fn account(&mut self, trace_id: u8, time: &Time, k: u64, instr: u64) {
+    fn account(&mut self, trace_id: u8, index: u64, time: &Time, k: u64, instr: u64) {
+        if let Some(t) = time.timestamp {
+            self.first_ts.get_or_insert(t);
+            self.last_ts = Some(t);
+            self.max_ts = Some(self.max_ts.map_or(t, |m| m.max(t)));
+        }
+        self.max_index = Some(self.max_index.map_or(index, |m| m.max(index)));
         self.instructions += instr;
         let n = self.n;
         self.n += k;

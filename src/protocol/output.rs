@@ -99,13 +99,14 @@ pub enum DecoderOutput<'a> {
 /// Elements of one atom packet that an index build needs no more of than
 /// their number: the instruction ranges, inaccessible addresses and
 /// exception returns of atoms committed as they arrive. They all share the
-/// packet's index, the trace ID and the time context, and none of them
-/// changes that context, so a consumer can account for all of them at once
-/// as it would for each in turn.
+/// trace ID and the time context, and none of them changes that context, so
+/// a consumer can account for all of them at once as it would for each in
+/// turn.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ElementBatch {
     pub trace_id: u8,
-    /// Offset of the atom packet.
+    /// Offset of the atom packet (of the last one, where the session merged
+    /// the batches of several: [`crate::session::RunOptions::quiet_packets`]).
     pub index: u64,
     /// The time context each of them would have been stamped with.
     pub time: Time,
