@@ -236,6 +236,115 @@ struct Range {
 /// one time in nine on collisions.
 const WALK_CACHE: usize = 8192;
 
+/// Entries of the atom memo (a power of two), direct-mapped.
+const ATOM_MEMO: usize = 8192;
+
+/// Calls a remembered atom packet can replay (see [`AtomMemo`]).
+const MEMO_CALLS: usize = 2;
+
+/// What committing one atom packet did in a run that only counts, from a
+/// walk state with nothing pending (no context or address needed, no return
+/// stack pop due): where the walk ended and what it counted. It depends only
+/// on the image, the walk's start (address, ISA, memory space) and the atoms,
+/// as a cached walk does, so a packet met again at the same place is replayed
+/// from here instead of walking atom by atom.
+///
+/// Only what can be replayed exactly is remembered: no T32 walk (those also
+/// depend on the IT state), no error or message, no exception return, no
+/// indirect branch taken (the next address comes from the trace), no more than
+/// [`MEMO_CALLS`] calls pushed on the return stack, and an inaccessible
+/// address only where its walk covered nothing (otherwise the range's last
+/// instruction would be whatever the walk before left). An indirect branch
+/// taken can end the packet (a return: the address comes from the trace or
+/// the return stack, after the memo), not be followed by more atoms.
+#[derive(Clone, Copy, Debug)]
+struct AtomMemo {
+    /// Key: walk address, atoms (count 0: empty entry), ISA, memory space.
+    addr: u64,
+    bits: u32,
+    count: u8,
+    isa: Isa,
+    space: u8,
+    /// How the walk ended when an address is needed next: on an
+    /// inaccessible address (counted) or an indirect branch taken.
+    end: MemoEnd,
+    end_isa: Isa,
+    calls: u8,
+    /// The next walk must start at `end_addr` (a branch not taken last).
+    check: bool,
+    ranges: u32,
+    instructions: u64,
+    end_addr: u64,
+    /// The last instruction walked, when any range was.
+    last: Option<InstrInfo>,
+    /// Return addresses pushed, in order.
+    pushed: [(u64, Isa); MEMO_CALLS],
+}
+
+impl AtomMemo {
+    const EMPTY: AtomMemo = AtomMemo {
+        addr: 0,
+        bits: 0,
+        count: 0,
+        isa: Isa::A64,
+        space: 0,
+        end: MemoEnd::Walk,
+        end_isa: Isa::A64,
+        calls: 0,
+        check: false,
+        ranges: 0,
+        instructions: 0,
+        end_addr: 0,
+        last: None,
+        pushed: [(0, Isa::A64); MEMO_CALLS],
+    };
+
+    fn slot(addr: u64, bits: u32, count: u8) -> usize {
+        let h = (addr >> 2) ^ (addr >> 13) ^ (bits as u64).wrapping_mul(0x9e37_79b9) ^ ((count as u64) << 7);
+        h as usize & (ATOM_MEMO - 1)
+    }
+}
+
+/// How a remembered atom packet left the walk (see [`AtomMemo`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum MemoEnd {
+    /// At the next instruction to walk.
+    #[default]
+    Walk,
+    /// On an inaccessible address.
+    Nacc,
+    /// After an indirect branch taken; `true`: an ETE exception return.
+    Indirect(bool),
+}
+
+/// While `commit_atoms_now` records an [`AtomMemo`]: what the walk did that
+/// the memo must replay or that forbids one.
+#[derive(Clone, Copy, Debug, Default)]
+struct MemoWatch {
+    /// Recording (the packet started with nothing pending).
+    on: bool,
+    /// Something happened that a memo cannot replay.
+    spoiled: bool,
+    /// An indirect branch was taken (a further atom would pop the return
+    /// stack, and spoil the memo).
+    indirect: Option<bool>,
+    calls: u8,
+    pushed: [(u64, Isa); MEMO_CALLS],
+}
+
+impl MemoWatch {
+    #[cold]
+    fn call(&mut self, addr: u64, isa: Isa) {
+        match self.pushed.get_mut(self.calls as usize) {
+            Some(p) if self.on => {
+                *p = (addr, isa);
+                self.calls += 1;
+            }
+            _ => self.spoiled = true,
+        }
+    }
+}
+
 /// The memory space of each security state (as [`Security`]'s order) at
 /// EL0-EL3, and at any larger EL a loaded state could hold (column 4).
 const SPACES: [[MemSpace; 5]; 4] = {
@@ -319,6 +428,13 @@ pub struct Etm4Decoder {
     /// atom packet drops the ranges of the atoms before it).
     #[serde(skip)]
     held: Held,
+    #[serde(skip, default = "empty_atom_memo")]
+    atom_memo: Box<[AtomMemo]>,
+    #[serde(skip)]
+    memo_watch: MemoWatch,
+    /// Atom packets replayed from the memo (for tests and profiles).
+    #[serde(skip)]
+    memo_hits: u64,
 }
 
 /// See [`Etm4Decoder::held`].
@@ -330,6 +446,10 @@ struct Held {
     instructions: u64,
     nacc: u64,
     eret: u64,
+}
+
+fn empty_atom_memo() -> Box<[AtomMemo]> {
+    Box::default()
 }
 
 fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
@@ -477,6 +597,9 @@ impl Etm4Decoder {
             walk_cache: empty_walk_cache(),
             count_now: false,
             held: Held::default(),
+            atom_memo: empty_atom_memo(),
+            memo_watch: MemoWatch::default(),
+            memo_hits: 0,
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
@@ -778,11 +901,8 @@ impl Etm4Decoder {
         if !now {
             return false;
         }
-        let mut e = P0::new(P0Kind::Atom, true, pkt.ptype, pkt.index);
-        e.seq = self.next_seq;
-        e.atom_bits = pkt.atom_bits;
-        e.atom_count = pkt.atom_count;
-        self.next_seq += pkt.atom_count as u64;
+        let (seq, count) = (self.next_seq, pkt.atom_count);
+        self.next_seq += count as u64;
         self.out.clear();
         // What is queued goes first, as at the front of the stack.
         while let Some(q) = self.stack.pop_front() {
@@ -792,7 +912,39 @@ impl Etm4Decoder {
         }
         let mut ok = true;
         self.count_now = self.core.counted.is_some() || self.core.batched;
-        self.held.index = e.index;
+        self.held.index = pkt.index;
+        let mut record = None;
+        let mut replayed = false;
+        if self.count_now && self.rs.pop_pending && self.rs.entries > 0 && self.memo_quiet() {
+            // The first atom's pop, done before the memo is asked so that the
+            // walk starts where it leads. With an entry on the stack it
+            // cannot fail, and nothing before it in the atom loop is seen.
+            self.return_stack_pop(sink);
+        }
+        if self.count_now && self.memo_ready() {
+            let space = self.mem_space().0;
+            let bits = pkt.atom_bits & (u64::MAX >> (64 - count as u32)) as u32;
+            let (addr, isa) = (self.walk.addr, self.walk.isa);
+            let slot = AtomMemo::slot(addr, bits, count);
+            let hit = match self.atom_memo.get(slot) {
+                Some(m) if m.count == count && m.addr == addr && m.bits == bits && m.isa == isa && m.space == space => Some(*m),
+                _ => None,
+            };
+            if let Some(m) = hit {
+                self.replay(&m);
+                self.last_committed_seq = Some(seq + count as u64 - 1);
+                replayed = true;
+            } else {
+                let key = AtomMemo { addr, bits, count, isa, space, ..AtomMemo::EMPTY };
+                record = Some((slot, key, self.held));
+                self.memo_watch = MemoWatch { on: true, ..MemoWatch::default() };
+            }
+        }
+        let mut e = P0::new(P0Kind::Atom, true, pkt.ptype, pkt.index);
+        e.seq = seq;
+        e.atom_bits = pkt.atom_bits;
+        // A replayed packet has nothing left to walk.
+        e.atom_count = if replayed { 0 } else { count };
         while e.atom_count > 0 {
             let at = Some(self.core.index_curr);
             self.spec_record(sink, &e, 0, SpecState::Committed, at);
@@ -804,6 +956,12 @@ impl Etm4Decoder {
             }
         }
         self.count_now = false;
+        if let Some((slot, key, before)) = record {
+            self.memo_watch.on = false;
+            if ok {
+                self.remember(slot, key, before);
+            }
+        }
         self.send(sink);
         if ok {
             return true;
@@ -829,6 +987,109 @@ impl Etm4Decoder {
             self.core.fatal = true;
         }
         true
+    }
+
+    /// Whether an atom packet can be replayed from, or recorded into, the
+    /// atom memo: nothing pending that the walk would read besides its
+    /// start (see [`AtomMemo`]), and no speculation record to make per atom.
+    #[inline]
+    fn memo_ready(&self) -> bool {
+        !self.need_ctxt
+            && !self.need_addr
+            && !self.rs.pop_pending
+            && self.walk.isa != Isa::T32
+            && self.opts.instr_range_limit == 0
+            && self.next_range_check.is_none_or(|c| c == self.walk.addr)
+            && self.memo_quiet()
+    }
+
+    /// No speculation record per atom, and shortcuts allowed.
+    #[inline]
+    fn memo_quiet(&self) -> bool {
+        (!self.opts.speculation || self.opts.spec_losses_only) && !self.opts.long_way
+    }
+
+    /// Do what the atom packet remembered in `m` did.
+    fn replay(&mut self, m: &AtomMemo) {
+        self.held.ranges += m.ranges as u64;
+        self.held.instructions += m.instructions;
+        for &(addr, isa) in &m.pushed[..m.calls as usize] {
+            self.rs.push(addr, isa);
+        }
+        match m.end {
+            MemoEnd::Walk => {}
+            MemoEnd::Nacc => {
+                self.held.nacc += 1;
+                self.need_addr = true;
+            }
+            MemoEnd::Indirect(eret) => {
+                self.need_addr = true;
+                self.rs.set_pop_pending();
+                self.held.eret += eret as u64;
+            }
+        }
+        self.walk.addr = m.end_addr;
+        self.walk.isa = m.end_isa;
+        if let Some(last) = m.last {
+            self.walk.last = last;
+        }
+        self.next_range_check = m.check.then_some(m.end_addr);
+        self.memo_hits += 1;
+    }
+
+    /// Remember what the atom packet just committed did, from `before` (the
+    /// counts when it started), unless something it did cannot be replayed.
+    #[cold]
+    fn remember(&mut self, slot: usize, key: AtomMemo, before: Held) {
+        if self.atom_memo.is_empty() {
+            // Made at the first packet worth remembering: a decoder made to
+            // list a few elements (a seek) never needs it.
+            self.atom_memo = vec![AtomMemo::EMPTY; ATOM_MEMO].into_boxed_slice();
+        }
+        let w = self.memo_watch;
+        let nacc = self.held.nacc - before.nacc;
+        let eret = self.held.eret - before.eret;
+        let end = match (nacc, w.indirect) {
+            (0, None) => MemoEnd::Walk,
+            (1, None) => MemoEnd::Nacc,
+            (0, Some(e)) => MemoEnd::Indirect(e),
+            _ => return,
+        };
+        let check = match self.next_range_check {
+            None => false,
+            Some(a) if a == self.walk.addr => true,
+            Some(_) => return,
+        };
+        // What the end implies must be all that happened: an address is
+        // needed only after an inaccessible one or an indirect branch, a pop
+        // is due only after the latter, and an exception return comes only
+        // from it.
+        if w.spoiled
+            || self.need_ctxt
+            || self.need_addr != (end != MemoEnd::Walk)
+            || self.rs.pop_pending != (self.rs.active && matches!(end, MemoEnd::Indirect(_)))
+            || eret != u64::from(end == MemoEnd::Indirect(true))
+        {
+            return;
+        }
+        let ranges = self.held.ranges - before.ranges;
+        self.atom_memo[slot] = AtomMemo {
+            end,
+            end_isa: self.walk.isa,
+            calls: w.calls,
+            check,
+            ranges: ranges as u32,
+            instructions: self.held.instructions - before.instructions,
+            end_addr: self.walk.addr,
+            last: (ranges > 0).then_some(self.walk.last),
+            pushed: w.pushed,
+            ..key
+        };
+    }
+
+    /// Atom packets replayed from the atom memo so far.
+    pub fn memo_hits(&self) -> u64 {
+        self.memo_hits
     }
 
     fn spec_record<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, e: &P0, unit: u32, state: SpecState, at: Option<u64>) {
@@ -1317,6 +1578,8 @@ impl Etm4Decoder {
     #[inline(always)]
     fn return_stack_pop<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
         if self.rs.pop_pending {
+            // What is popped is not part of an atom memo's key.
+            self.memo_watch.spoiled = true;
             let popped = self.rs.pop();
             if self.rs.overflow() {
                 self.seq_error(sink, DecodeError::ReturnStackOverflow, None, "Trace Return Stack Overflow.");
@@ -1457,6 +1720,7 @@ impl Etm4Decoder {
         let cacheable = to.is_none() && self.walk.isa != Isa::T32 && self.opts.instr_range_limit == 0;
         // (Cached walks were made under the default limit, so they meet it.)
         if !cacheable {
+            self.memo_watch.spoiled = true;
             return self.walk_to_waypoint(to);
         }
         let start = self.walk.addr;
@@ -1601,7 +1865,10 @@ impl Etm4Decoder {
     fn process_atom<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, taken: bool, e: &P0) -> bool {
         let (r, res) = match self.trace_to_waypoint(None) {
             Ok(v) => v,
-            Err(err) => return self.walk_error(sink, err, e.index, "atom"),
+            Err(err) => {
+                self.memo_watch.spoiled = true;
+                return self.walk_error(sink, err, e.index, "atom");
+            }
         };
         let mut ete_eret = false;
         if res == WpRes::Found {
@@ -1612,17 +1879,20 @@ impl Etm4Decoder {
                     self.walk.addr = info.target;
                     if info.link {
                         self.rs.push(next, self.walk.isa);
+                        self.memo_watch.call(next, self.walk.isa);
                     }
                 }
                 InstrType::IndirectBranch if taken => {
                     self.need_addr = true;
                     if info.link {
                         self.rs.push(next, self.walk.isa);
+                        self.memo_watch.call(next, self.walk.isa);
                     }
                     self.rs.set_pop_pending();
                     if self.cfg.major_version() >= 5 && info.subtype == InstrSubtype::ExceptionReturn {
                         ete_eret = true;
                     }
+                    self.memo_watch.indirect = Some(ete_eret);
                 }
                 _ => {}
             }
@@ -1641,6 +1911,7 @@ impl Etm4Decoder {
             self.need_addr = true;
             self.next_range_check = None;
             if r.start != r.end {
+                self.memo_watch.spoiled = true;
                 self.set_range(e.index, r, true);
             }
             let a = self.walk.addr;
