@@ -706,7 +706,7 @@ impl Etm4Decoder {
             use PacketType as P;
             match pkt.ptype {
                 P::AtomF1 | P::AtomF2 | P::AtomF3 | P::AtomF4 | P::AtomF5 | P::AtomF6 => {
-                    if self.commit_idle_atoms(pkt) {
+                    if self.commit_idle_atoms(pkt) || self.replay_atoms(pkt, sink) {
                         return;
                     }
                     if self.stack.len() <= PLAIN_QUEUE && self.commit_atoms_now(pkt, sink) {
@@ -922,20 +922,12 @@ impl Etm4Decoder {
             self.return_stack_pop(sink);
         }
         if self.count_now && self.memo_ready() {
-            let space = self.mem_space().0;
-            let bits = pkt.atom_bits & (u64::MAX >> (64 - count as u32)) as u32;
-            let (addr, isa) = (self.walk.addr, self.walk.isa);
-            let slot = AtomMemo::slot(addr, bits, count);
-            let hit = match self.atom_memo.get(slot) {
-                Some(m) if m.count == count && m.addr == addr && m.bits == bits && m.isa == isa && m.space == space => Some(*m),
-                _ => None,
-            };
+            let (slot, key, hit) = self.memo_find(pkt);
             if let Some(m) = hit {
                 self.replay(&m);
                 self.last_committed_seq = Some(seq + count as u64 - 1);
                 replayed = true;
             } else {
-                let key = AtomMemo { addr, bits, count, isa, space, ..AtomMemo::EMPTY };
                 record = Some((slot, key, self.held));
                 self.memo_watch = MemoWatch { on: true, ..MemoWatch::default() };
             }
@@ -987,6 +979,59 @@ impl Etm4Decoder {
             self.core.fatal = true;
         }
         true
+    }
+
+    /// An atom packet that finds nothing queued, replayed from the atom memo
+    /// when it is there: what `commit_atoms_now` does on a hit, without the
+    /// frame of its atom loop. False (nothing done but the first atom's pop,
+    /// which `commit_atoms_now` then finds done) when it is not.
+    #[inline(never)]
+    fn replay_atoms<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) -> bool {
+        let count = pkt.atom_count;
+        // As `commit_atoms_now` asks, with an empty stack: it runs next
+        // whenever this declines, so the pop below is never done twice.
+        let now = (self.core.counted.is_some() || self.core.batched)
+            && count > 0
+            && self.stack.is_empty()
+            && self.max_spec == 0
+            && self.spec_depth == 0
+            && !self.res.any()
+            && !self.atom_memo.is_empty();
+        if !now {
+            return false;
+        }
+        if self.rs.pop_pending && self.rs.entries > 0 && self.memo_quiet() {
+            self.return_stack_pop(sink);
+        }
+        if !self.memo_ready() {
+            return false;
+        }
+        let Some(m) = self.memo_find(pkt).2 else { return false };
+        self.out.clear();
+        self.held.index = pkt.index;
+        let seq = self.next_seq;
+        self.next_seq += count as u64;
+        self.replay(&m);
+        self.last_committed_seq = Some(seq + count as u64 - 1);
+        self.send(sink);
+        true
+    }
+
+    /// The atom memo's slot for an atom packet at the walk's start, the key
+    /// it would be remembered under, and what is remembered there when it is
+    /// this packet.
+    #[inline(always)]
+    fn memo_find(&self, pkt: &Packet) -> (usize, AtomMemo, Option<AtomMemo>) {
+        let count = pkt.atom_count;
+        let space = self.mem_space().0;
+        let bits = pkt.atom_bits & (u64::MAX >> (64 - count as u32)) as u32;
+        let (addr, isa) = (self.walk.addr, self.walk.isa);
+        let slot = AtomMemo::slot(addr, bits, count);
+        let hit = match self.atom_memo.get(slot) {
+            Some(m) if m.count == count && m.addr == addr && m.bits == bits && m.isa == isa && m.space == space => Some(*m),
+            _ => None,
+        };
+        (slot, AtomMemo { addr, bits, count, isa, space, ..AtomMemo::EMPTY }, hit)
     }
 
     /// Whether an atom packet can be replayed from, or recorded into, the
