@@ -250,13 +250,13 @@ const MEMO_CALLS: usize = 2;
 /// from here instead of walking atom by atom.
 ///
 /// Only what can be replayed exactly is remembered: no T32 walk (those also
-/// depend on the IT state), no error or message, no exception return, no
-/// indirect branch taken (the next address comes from the trace), no more than
-/// [`MEMO_CALLS`] calls pushed on the return stack, and an inaccessible
-/// address only where its walk covered nothing (otherwise the range's last
-/// instruction would be whatever the walk before left). An indirect branch
-/// taken can end the packet (a return: the address comes from the trace or
-/// the return stack, after the memo), not be followed by more atoms.
+/// depend on the IT state), no error or message, no more than [`MEMO_CALLS`]
+/// calls pushed on the return stack, an inaccessible address only where its
+/// walk covered nothing (otherwise the range's last instruction would be
+/// whatever the walk before left), and an indirect branch taken (with its
+/// ETE exception return) only as the packet's last walk: with the return
+/// stack on, an atom after it pops the stack, whose contents are not in the
+/// key.
 #[derive(Clone, Copy, Debug)]
 struct AtomMemo {
     /// Key: walk address, atoms (count 0: empty entry), ISA, memory space.
