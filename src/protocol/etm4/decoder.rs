@@ -867,8 +867,7 @@ impl Etm4Decoder {
             && self.stack.is_empty()
             && !self.rs.pop_pending
             && !self.res.any()
-            && (!self.opts.speculation || self.opts.spec_losses_only)
-            && !self.opts.long_way
+            && self.quiet_commit()
             && pkt.atom_count > 0;
         if idle {
             self.next_seq += pkt.atom_count as u64;
@@ -892,10 +891,8 @@ impl Etm4Decoder {
     // every packet (+7% instructions on texit-poe2 in its first version).
     #[inline(never)]
     fn commit_atoms_now<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) -> bool {
-        let now = self.max_spec == 0
-            && self.spec_depth == 0
+        let now = self.settled()
             && self.stack.iter().all(|q| !q.is_p0 && q.kind.is_plain())
-            && !self.res.any()
             && !self.opts.long_way
             && pkt.atom_count > 0;
         if !now {
@@ -915,11 +912,8 @@ impl Etm4Decoder {
         self.held.index = pkt.index;
         let mut record = None;
         let mut replayed = false;
-        if self.count_now && self.rs.pop_pending && self.rs.entries > 0 && self.memo_quiet() {
-            // The first atom's pop, done before the memo is asked so that the
-            // walk starts where it leads. With an entry on the stack it
-            // cannot fail, and nothing before it in the atom loop is seen.
-            self.return_stack_pop(sink);
+        if self.count_now {
+            self.pop_first(sink);
         }
         if self.count_now && self.memo_ready() {
             let (slot, key, hit) = self.memo_find(pkt);
@@ -993,16 +987,12 @@ impl Etm4Decoder {
         let now = (self.core.counted.is_some() || self.core.batched)
             && count > 0
             && self.stack.is_empty()
-            && self.max_spec == 0
-            && self.spec_depth == 0
-            && !self.res.any()
+            && self.settled()
             && !self.atom_memo.is_empty();
         if !now {
             return false;
         }
-        if self.rs.pop_pending && self.rs.entries > 0 && self.memo_quiet() {
-            self.return_stack_pop(sink);
-        }
+        self.pop_first(sink);
         if !self.memo_ready() {
             return false;
         }
@@ -1045,12 +1035,31 @@ impl Etm4Decoder {
             && self.walk.isa != Isa::T32
             && self.opts.instr_range_limit == 0
             && self.next_range_check.is_none_or(|c| c == self.walk.addr)
-            && self.memo_quiet()
+            && self.quiet_commit()
     }
 
-    /// No speculation record per atom, and shortcuts allowed.
-    #[inline]
-    fn memo_quiet(&self) -> bool {
+    /// The first atom's return stack pop, done before the atom memo is asked
+    /// so that the walk starts where it leads. With an entry on the stack it
+    /// cannot fail, and what the atom loop does before it is seen only in the
+    /// speculation view. Called only in runs that only count (the memo's).
+    #[inline(always)]
+    fn pop_first<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if self.rs.pop_pending && self.rs.entries > 0 && self.quiet_commit() {
+            self.return_stack_pop(sink);
+        }
+    }
+
+    /// Nothing speculative and nothing to resolve (no speculation window, as
+    /// on every fixture): what arrives can take effect at once.
+    #[inline(always)]
+    fn settled(&self) -> bool {
+        self.max_spec == 0 && self.spec_depth == 0 && !self.res.any()
+    }
+
+    /// An atom committed leaves no speculation record, and shortcuts are
+    /// allowed.
+    #[inline(always)]
+    fn quiet_commit(&self) -> bool {
         (!self.opts.speculation || self.opts.spec_losses_only) && !self.opts.long_way
     }
 
