@@ -914,16 +914,16 @@ impl Etm4Decoder {
         let mut replayed = false;
         if self.count_now {
             self.pop_first(sink);
-        }
-        if self.count_now && self.memo_ready() {
-            let (slot, key, hit) = self.memo_find(pkt);
-            if let Some(m) = hit {
-                self.replay(&m);
-                self.last_committed_seq = Some(seq + count as u64 - 1);
-                replayed = true;
-            } else {
-                record = Some((slot, key, self.held));
-                self.memo_watch = MemoWatch { on: true, ..MemoWatch::default() };
+            if self.memo_ready() {
+                let (slot, key, hit) = self.memo_find(pkt);
+                if let Some(m) = hit {
+                    self.replay(&m);
+                    self.last_committed_seq = Some(seq + count as u64 - 1);
+                    replayed = true;
+                } else {
+                    record = Some((slot, key, self.held));
+                    self.memo_watch = MemoWatch { on: true, ..MemoWatch::default() };
+                }
             }
         }
         let mut e = P0::new(P0Kind::Atom, true, pkt.ptype, pkt.index);
@@ -1561,8 +1561,8 @@ impl Etm4Decoder {
     }
 
     /// An address (without context: the packet entry asks only for those, in
-    /// the Decode state) that arrives with nothing queued, nothing speculative and nothing to
-    /// resolve takes effect at once, as it would
+    /// the Decode state) that arrives with nothing queued, nothing
+    /// speculative and nothing to resolve takes effect at once, as it would
     /// on the next commit, when it would be first on the stack: nothing that
     /// comes between reads what it sets (the elements after it commit after
     /// it), and what drops it unused instead (a discard, an overflow, an
@@ -1932,15 +1932,13 @@ impl Etm4Decoder {
                 InstrType::Branch if taken => {
                     self.walk.addr = info.target;
                     if info.link {
-                        self.rs.push(next, self.walk.isa);
-                        self.memo_watch.call(next, self.walk.isa);
+                        self.push_return(next);
                     }
                 }
                 InstrType::IndirectBranch if taken => {
                     self.need_addr = true;
                     if info.link {
-                        self.rs.push(next, self.walk.isa);
-                        self.memo_watch.call(next, self.walk.isa);
+                        self.push_return(next);
                     }
                     self.rs.set_pop_pending();
                     if self.cfg.major_version() >= 5 && info.subtype == InstrSubtype::ExceptionReturn {
@@ -1972,6 +1970,14 @@ impl Etm4Decoder {
             self.nacc(e.index, a);
         }
         true
+    }
+
+    /// A call's return address onto the return stack, as an atom memo being
+    /// recorded must replay it.
+    #[inline(always)]
+    fn push_return(&mut self, next: u64) {
+        self.rs.push(next, self.walk.isa);
+        self.memo_watch.call(next, self.walk.isa);
     }
 
     fn bad_image<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F, index: u64, why: &str) {
