@@ -497,17 +497,23 @@ fn filtering_one_core_of_a_multi_core_capture() {
     tmux.wait_text("view: ");
     tmux.text("cpu:1");
     tmux.keys(&["Enter"]);
-    let s = tmux.wait_text(" · cpu:1 · row 0 of 107 ");
-    // The list's rows: after its header, up to its bottom border.
-    let rows: Vec<&str> = s.lines().skip_while(|l| !l.contains(" elem id ")).skip(1).take_while(|l| !l.starts_with('└')).collect();
-    let ids: Vec<&str> = rows
-        .iter()
-        .filter_map(|r| {
-            let t: Vec<&str> = r.trim_start_matches('│').split_whitespace().collect();
-            let t = if t.first() == Some(&"cmt") { &t[1..] } else { &t[..] };
-            t.first().filter(|n| n.parse::<u64>().is_ok()).and(t.get(1).copied())
-        })
-        .collect();
+    // The ID column of the list's rows: after its header, up to its bottom
+    // border ("…" while a row is still being decoded).
+    let ids_of = |s: &str| -> Vec<String> {
+        s.lines()
+            .skip_while(|l| !l.contains(" elem id "))
+            .skip(1)
+            .take_while(|l| !l.starts_with('└'))
+            .filter_map(|r| {
+                let t: Vec<&str> = r.trim_start_matches('│').split_whitespace().collect();
+                let t = if t.first() == Some(&"cmt") { &t[1..] } else { &t[..] };
+                t.first().filter(|n| n.parse::<u64>().is_ok()).and(t.get(1).map(|id| id.to_string()))
+            })
+            .collect()
+    };
+    // The title comes before the rows are decoded: wait for those too.
+    let s = tmux.wait_for("the filtered rows", |s| s.contains(" · cpu:1 · row 0 of 107 ") && !ids_of(s).iter().any(|id| id == "…"));
+    let ids = ids_of(&s);
     assert!(ids.len() > 20, "rows shown:\n{s}");
     assert!(ids.iter().all(|id| *id == "11"), "a row of another core ({ids:?}):\n{s}");
     assert!(s.lines().any(|l| l.starts_with("│11 • ")), "the lane of 0x11 is marked:\n{s}");
