@@ -568,20 +568,22 @@ impl Chain {
     /// Likewise a run that takes batches ([`RunOptions::batched`]) tells
     /// its decoder so.
     fn count_in(&mut self) {
-        fn on<D: Decoder>(d: &mut Option<D>, count: bool, batched: bool) {
+        fn on<D: Decoder>(d: &mut Option<D>, count: bool, batched: bool, merge: bool) {
             if let Some(d) = d {
                 let core = d.core_mut();
                 if count {
                     core.counted.get_or_insert_with(Box::default);
                 }
                 core.batched = batched;
+                core.merge_batches = merge;
             }
         }
-        let (count, batched) = (self.tally.is_some(), self.batched);
+        // As Tot merges them (see `forward`).
+        let (count, batched, merge) = (self.tally.is_some(), self.batched, self.batched && self.quiet);
         match &mut self.proto {
-            Proto::Etm4 { decoder, .. } => on(decoder, count, batched),
-            Proto::Ptm { decoder, .. } => on(decoder, count, batched),
-            Proto::Etm3 { decoder, .. } => on(decoder, count, batched),
+            Proto::Etm4 { decoder, .. } => on(decoder, count, batched, merge),
+            Proto::Ptm { decoder, .. } => on(decoder, count, batched, merge),
+            Proto::Etm3 { decoder, .. } => on(decoder, count, batched, merge),
         }
     }
 
@@ -806,7 +808,13 @@ fn push_etm4<F: FnMut(Event<'_>)>(
             out(pk, raw, on_event, tot);
             true
         }),
-        Some(_) => parse_etm4(parser, place, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot }),
+        Some(_) => {
+            let used = parse_etm4(parser, place, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot });
+            if let Some(d) = decoder {
+                d.flush_batch(&mut |o| forward(source, o, on_event, tot));
+            }
+            used
+        }
     }
 }
 

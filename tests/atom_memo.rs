@@ -3,7 +3,8 @@
 //! first time. These tests decode the same packets twice, once counting
 //! (memo on) and once building every element (memo never asked), and require
 //! the same counts and, after every packet, the same saved decoder state:
-//! walk, return stack, range check and flags.
+//! walk, return stack, range check and flags. A third run counts in batches
+//! kept open across packets, as an index build does, with the same counts.
 
 use std::sync::Arc;
 
@@ -67,15 +68,27 @@ struct Counts {
     eret: u64,
 }
 
-/// Decode `packets` after the start, counting (`counting`: in batches, as an
-/// index build) or element by element; the counts, the saved state after each
-/// packet, and the memo's hits.
-fn decode(packets: &[Vec<u8>], return_stack: bool, counting: bool) -> (Counts, Vec<Vec<u8>>, u64) {
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Every element built (the memo is never asked).
+    Elements,
+    /// Counted in a batch per packet.
+    Batches,
+    /// Counted in batches the decoder may keep open across packets, as in
+    /// an index build (`merge_batches`); flushed at the end.
+    Merged,
+}
+
+/// Decode `packets` after the start as `mode` says; the counts, the saved
+/// state after each packet, the memo's hits and the batches handed over.
+fn decode(packets: &[Vec<u8>], return_stack: bool, mode: Mode) -> (Counts, Vec<Vec<u8>>, u64, u64) {
     let cfg = config(return_stack);
     let mut parser = Etm4Parser::new(&cfg);
     let mut dec = Etm4Decoder::new(&cfg, image(), DecoderOptions::default());
-    dec.core_mut().batched = counting;
+    dec.core_mut().batched = mode != Mode::Elements;
+    dec.core_mut().merge_batches = mode == Mode::Merged;
     let mut c = Counts::default();
+    let mut batches = 0;
     let mut states = Vec::new();
     let mut on_out = |o: DecoderOutput<'_>| match o {
         DecoderOutput::Element(e) => match e.kind {
@@ -88,6 +101,7 @@ fn decode(packets: &[Vec<u8>], return_stack: bool, counting: bool) -> (Counts, V
             _ => {}
         },
         DecoderOutput::Batch(b) => {
+            batches += 1;
             c.ranges += b.ranges;
             c.instructions += b.instructions;
             c.nacc += b.addr_not_accessible;
@@ -113,18 +127,29 @@ fn decode(packets: &[Vec<u8>], return_stack: bool, counting: bool) -> (Counts, V
         parser.push(at, p, &mut sink);
         at += p.len() as u64;
     }
+    // What the session does at the end of each block.
+    dec.flush_batch(&mut on_out);
     let hits = dec.memo_hits();
-    (c, states, hits)
+    (c, states, hits, batches)
 }
 
 fn same_both_ways(what: &str, packets: &[Vec<u8>], return_stack: bool) -> u64 {
-    let (counted, counted_states, hits) = decode(packets, return_stack, true);
-    let (built, built_states, none) = decode(packets, return_stack, false);
+    let (counted, counted_states, hits, per_packet) = decode(packets, return_stack, Mode::Batches);
+    let (built, built_states, none, _) = decode(packets, return_stack, Mode::Elements);
+    let (merged, merged_states, merged_hits, open) = decode(packets, return_stack, Mode::Merged);
     assert_eq!(none, 0, "{what}: the memo is for runs that only count");
     assert_eq!(counted, built, "{what}: counts");
-    assert_eq!(counted_states.len(), built_states.len(), "{what}: packets decoded");
-    for (i, (a, b)) in counted_states.iter().zip(&built_states).enumerate() {
-        assert!(a == b, "{what}: decoder state after packet {i} differs");
+    assert_eq!(merged, built, "{what}: counts of merged batches");
+    assert_eq!(merged_hits, hits, "{what}: replays with merged batches");
+    // Consecutive replayed packets share one batch.
+    if hits > 1 {
+        assert!(open < per_packet, "{what}: {open} merged batches against {per_packet} per packet");
+    }
+    for states in [&counted_states, &merged_states] {
+        assert_eq!(states.len(), built_states.len(), "{what}: packets decoded");
+        for (i, (a, b)) in states.iter().zip(&built_states).enumerate() {
+            assert!(a == b, "{what}: decoder state after packet {i} differs");
+        }
     }
     assert!(built.ranges > 0, "{what}: nothing walked");
     hits

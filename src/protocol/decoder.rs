@@ -145,6 +145,13 @@ pub struct DecoderCore {
     /// build). Ignored while `counted` is set; never saved, as `counted`.
     #[serde(skip)]
     pub batched: bool,
+    /// Set with `batched` where the run merges the batches of consecutive
+    /// packets into one (packets are not handed over, as in an index
+    /// build): a decoder may then keep a batch open across packets, handing
+    /// it over before anything else it hands over and when the caller asks
+    /// at the end of each block. Never saved.
+    #[serde(skip)]
+    pub merge_batches: bool,
 }
 
 /// Elements a decoder counted instead of handing over (see

@@ -732,8 +732,24 @@ impl Etm4Decoder {
         self.take_packet_slow(pkt, sink);
     }
 
+    /// Hand over the batch that replayed atom packets keep open in a run
+    /// that merges batches ([`DecoderCore::merge_batches`]): before anything
+    /// else is handed over or changes the time (at the start of the paths
+    /// `take_packet` takes when a packet is not taken at once), and at the
+    /// end of each block (the session asks). The packets that add to it (replayed) and
+    /// those between them that hand nothing over (idle atoms, addresses
+    /// taken at once) do not change the time, so the batch is the one the
+    /// run would have merged from a batch per packet.
+    #[inline(always)]
+    pub fn flush_batch<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        if self.held.ranges | self.held.nacc | self.held.eret != 0 {
+            self.send_batch(sink);
+        }
+    }
+
     #[inline(never)]
     fn take_packet_slow<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
+        self.flush_batch(sink);
         loop {
             match self.state {
                 State::NoSync => {
@@ -780,6 +796,7 @@ impl Etm4Decoder {
 
     /// [`Decoder::finish`]: flush what can be, then the end-of-trace element.
     fn end_of_trace<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
+        self.flush_batch(sink);
         self.out.clear();
         self.spec_drain(sink, SpecState::Unresolved, None);
         while let Some(e) = self.stack.front().copied() {
@@ -898,6 +915,7 @@ impl Etm4Decoder {
         if !now {
             return false;
         }
+        self.flush_batch(sink);
         let (seq, count) = (self.next_seq, pkt.atom_count);
         self.next_seq += count as u64;
         self.out.clear();
@@ -1001,12 +1019,15 @@ impl Etm4Decoder {
             return false;
         }
         self.out.clear();
-        self.held.index = pkt.index;
+        // A batch kept open has the index of its last packet.
+        self.held.index = self.held.index.max(pkt.index);
         let seq = self.next_seq;
         self.next_seq += count as u64;
         self.replay(slot);
         self.last_committed_seq = Some(seq + count as u64 - 1);
-        self.send(sink);
+        if !self.core.merge_batches || self.core.counted.is_some() {
+            self.send(sink);
+        }
         true
     }
 
@@ -1182,6 +1203,7 @@ impl Etm4Decoder {
     }
 
     fn decode_packet<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) {
+        self.flush_batch(sink);
         use PacketType as P;
         let mut is_addr = false;
         match pkt.ptype {
