@@ -155,3 +155,32 @@ fn batches_on_repeated_cycle_accurate_ete() {
 fn batches_on_repeated_framed_etmv4_of_six_ids() {
     repeated("juno_r1_1", 4, false);
 }
+
+/// Damaged captures (errors, resynchronisations, time changes in odd
+/// places) repeated so that atom packets replay: batches, kept open across
+/// packets with quiet packets, still stand for the same elements.
+fn mutated(name: &str, copies: usize, flips: &[(usize, u8)]) {
+    let Some(root) = fixtures() else { return };
+    let plan = plan_of(&root.join(name)).expect("fixture plan");
+    let file = plan.open().unwrap();
+    let mut data = file.bytes().repeat(copies);
+    for &(at, v) in flips {
+        let i = at % data.len();
+        data[i] = v;
+    }
+    compare(&format!("{name} x{copies} with {flips:?}"), &plan, &data, false);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 24, ..Default::default() })]
+
+    #[test]
+    fn batches_on_damaged_framed_etmv4(flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..24)) {
+        mutated("juno_r1_1", 2, &flips);
+    }
+
+    #[test]
+    fn batches_on_damaged_raw_ete(flips in proptest::collection::vec((proptest::prelude::any::<usize>(), proptest::prelude::any::<u8>()), 1..24)) {
+        mutated("001-ack_test", 2, &flips);
+    }
+}

@@ -8,7 +8,10 @@
 //! * `flags`: bit 0 speculation view, bit 1 recovery mode, bit 2
 //!   `-src_addr_n`, bit 3 `-aa64_opcode_chk`, bit 4 the long way (no atoms
 //!   committed as they arrive), bit 5 only the speculation records of
-//!   losses, bit 6 elements of committed atoms in batches (an index build).
+//!   losses, bit 6 elements of committed atoms in batches (an index build),
+//!   bit 7 with bit 6 those batches merged across packets (the decoder
+//!   keeps one open until asked after the trace, as the session asks after
+//!   each block).
 //! * `code_len` bytes (at most 64) of program image at 0x1000; the rest is
 //!   the trace.
 //!
@@ -46,6 +49,7 @@ fuzz_target!(|input: &[u8]| {
     };
     let mut decoder = Etm4Decoder::new(&cfg, common::image(code), opts);
     decoder.core_mut().batched = flags & 64 != 0;
+    decoder.core_mut().merge_batches = flags & 192 == 192;
     let mut parser = Etm4Parser::new(&cfg);
     let mut last_index = 0u64;
     let check = |o: DecoderOutput<'_>, last: u64| match o {
@@ -70,6 +74,7 @@ fuzz_target!(|input: &[u8]| {
             }
         }
     });
+    decoder.flush_batch(&mut |o| check(o, last_index));
     if !stopped {
         let last = last_index;
         parser.finish(&mut |pk: &Packet, _raw: &[u8]| decoder.packet(pk, &mut |o| check(o, pk.index.max(last))));

@@ -736,10 +736,10 @@ impl Etm4Decoder {
     /// that merges batches ([`DecoderCore::merge_batches`]): before anything
     /// else is handed over or changes the time (at the start of the paths
     /// `take_packet` takes when a packet is not taken at once), and at the
-    /// end of each block (the session asks). The packets that add to it (replayed) and
-    /// those between them that hand nothing over (idle atoms, addresses
-    /// taken at once) do not change the time, so the batch is the one the
-    /// run would have merged from a batch per packet.
+    /// end of each block (the session asks). The packets that add to it
+    /// (replayed) and those between them that hand nothing over (idle
+    /// atoms, addresses taken at once) do not change the time, so the batch
+    /// is the one the run would have merged from a batch per packet.
     #[inline(always)]
     pub fn flush_batch<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
         if self.held.ranges | self.held.nacc | self.held.eret != 0 {
