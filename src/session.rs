@@ -515,15 +515,22 @@ fn decode_packet<D: Decoder, F: FnMut(Event<'_>)>(
     tot: &mut Tot<'_>,
 ) -> bool {
     match decoder {
-        Some(d) => {
-            d.packet(pk, &mut |o| forward(source, o, on_event, tot));
-            if recover && d.is_fatal() {
-                d.recover(&mut |o| forward(source, o, on_event, tot));
-            }
-            !d.is_fatal()
-        }
+        Some(d) => take_packet(d, recover, pk, &mut |o| forward(source, o, on_event, tot)),
         None => true,
     }
+}
+
+/// Decode one packet into `sink`, recovering after a fatal error when
+/// `recover` says so; false when the decoder stopped the data path.
+#[inline(always)]
+fn take_packet<D: Decoder, G: FnMut(DecoderOutput<'_>)>(d: &mut D, recover: bool, pk: &D::Packet, sink: &mut G) -> bool {
+    d.packet(pk, sink);
+    let fatal = d.is_fatal();
+    if recover && fatal {
+        d.recover(sink);
+        return !d.is_fatal();
+    }
+    !fatal
 }
 
 /// A decoder for `cfg` when the run decodes elements.
@@ -817,13 +824,7 @@ fn push_etm4<F: FnMut(Event<'_>)>(
                 let mut sink = |pk: &Packet, raw: &[u8]| {
                     packets += 1;
                     bytes_in += raw.len() as u64;
-                    d.packet(pk, &mut fwd);
-                    let fatal = d.is_fatal();
-                    if recover && fatal {
-                        d.recover(&mut fwd);
-                        return !d.is_fatal();
-                    }
-                    !fatal
+                    take_packet(d, recover, pk, &mut fwd)
                 };
                 let used = parse_etm4(parser, place, bytes, &mut sink);
                 d.flush_batch(&mut fwd);
@@ -836,13 +837,9 @@ fn push_etm4<F: FnMut(Event<'_>)>(
             }
             used
         }
-        Some(_) => {
-            let used = parse_etm4(parser, place, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot });
-            if let Some(d) = decoder {
-                d.flush_batch(&mut |o| forward(source, o, on_event, tot));
-            }
-            used
-        }
+        // Packets handed over: batches are not merged (see `Chain::count_in`),
+        // so the decoder keeps none open.
+        Some(_) => parse_etm4(parser, place, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot }),
     }
 }
 
