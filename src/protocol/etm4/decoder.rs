@@ -1042,13 +1042,14 @@ impl Etm4Decoder {
 
     /// The atom memo's slot for an atom packet at the walk's start, the key
     /// it would be remembered under, and whether what is remembered there is
-    /// this packet. (Not the entry itself: copying its 88 bytes out cost a
-    /// replay a tenth of its instructions.)
+    /// this packet. (Not the entry itself: copying it out cost a replay a
+    /// tenth of its instructions.) The pattern is taken as the parser gives
+    /// it: it never sets bits beyond the count, and if it did, a packet
+    /// would only be remembered under a key of its own.
     #[inline(always)]
     fn memo_find(&self, pkt: &Packet) -> (usize, AtomMemo, bool) {
-        let count = pkt.atom_count;
+        let (bits, count) = (pkt.atom_bits, pkt.atom_count);
         let space = self.mem_space().0;
-        let bits = pkt.atom_bits & (u64::MAX >> (64 - count as u32)) as u32;
         let (addr, isa) = (self.walk.addr, self.walk.isa);
         let slot = AtomMemo::slot(addr, bits, count);
         let hit = self
