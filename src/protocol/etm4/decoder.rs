@@ -236,7 +236,10 @@ struct Range {
 /// one time in nine on collisions.
 const WALK_CACHE: usize = 8192;
 
-/// Entries of the atom memo (a power of two), direct-mapped.
+/// Entries of the atom memo (a power of two), in sets of two as the walk
+/// cache's. Direct-mapped, a repeated 64 KiB trace (juno_r1_1) missed one
+/// atom packet in ten on collisions, each miss a walk atom by atom and a
+/// new entry.
 const ATOM_MEMO: usize = 8192;
 
 /// Calls a remembered atom packet can replay (see [`AtomMemo`]).
@@ -290,6 +293,14 @@ struct AtomMemo {
 
 const _: () = assert!(std::mem::size_of::<AtomMemo>() == 64);
 
+/// The two entries a key may sit in, the newer first, on two lines that
+/// the processor fetches as a pair (128 bytes, aligned).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(128))]
+struct MemoSet([AtomMemo; 2]);
+
+const MEMO_SETS: usize = ATOM_MEMO / 2;
+
 impl AtomMemo {
     const EMPTY: AtomMemo = AtomMemo {
         addr: 0,
@@ -308,9 +319,10 @@ impl AtomMemo {
         pushed: [0; MEMO_CALLS],
     };
 
-    fn slot(addr: u64, bits: u32, count: u8) -> usize {
+    /// The set a key may sit in.
+    fn set(addr: u64, bits: u32, count: u8) -> usize {
         let h = (addr >> 2) ^ (addr >> 13) ^ (bits as u64).wrapping_mul(0x9e37_79b9) ^ ((count as u64) << 7);
-        h as usize & (ATOM_MEMO - 1)
+        h as usize & (MEMO_SETS - 1)
     }
 }
 
@@ -452,8 +464,10 @@ pub struct Etm4Decoder {
     /// atom packet drops the ranges of the atoms before it).
     #[serde(skip)]
     held: Held,
-    #[serde(skip, default = "empty_atom_memo")]
-    atom_memo: Box<[AtomMemo]>,
+    /// Made at the first packet worth remembering: a decoder made to list a
+    /// few elements (a seek) never needs it.
+    #[serde(skip)]
+    atom_memo: Option<Box<[MemoSet; MEMO_SETS]>>,
     #[serde(skip)]
     memo_watch: MemoWatch,
     /// Atom packets replayed from the memo (for tests and profiles).
@@ -470,10 +484,6 @@ struct Held {
     instructions: u64,
     nacc: u64,
     eret: u64,
-}
-
-fn empty_atom_memo() -> Box<[AtomMemo]> {
-    Box::default()
 }
 
 fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
@@ -621,7 +631,7 @@ impl Etm4Decoder {
             walk_cache: empty_walk_cache(),
             count_now: false,
             held: Held::default(),
-            atom_memo: empty_atom_memo(),
+            atom_memo: None,
             memo_watch: MemoWatch::default(),
             memo_hits: 0,
         };
@@ -957,15 +967,17 @@ impl Etm4Decoder {
         if self.count_now {
             self.pop_first(sink);
             if self.memo_ready() {
-                let slot = self.memo_slot(pkt);
-                let (key, hit) = self.memo_find(pkt, slot);
-                if hit {
-                    self.replay(slot);
-                    self.last_committed_seq = Some(seq + count as u64 - 1);
-                    replayed = true;
-                } else {
-                    record = Some((slot, key, self.held));
-                    self.memo_watch = MemoWatch { on: true, ..MemoWatch::default() };
+                let set = self.memo_set(pkt);
+                match self.memo_find(pkt, set) {
+                    (_, Some(slot)) => {
+                        self.replay(slot);
+                        self.last_committed_seq = Some(seq + count as u64 - 1);
+                        replayed = true;
+                    }
+                    (key, None) => {
+                        record = Some((set, key, self.held));
+                        self.memo_watch = MemoWatch { on: true, ..MemoWatch::default() };
+                    }
                 }
             }
         }
@@ -985,10 +997,10 @@ impl Etm4Decoder {
             }
         }
         self.count_now = false;
-        if let Some((slot, key, before)) = record {
+        if let Some((set, key, before)) = record {
             self.memo_watch.on = false;
             if ok {
-                self.remember(slot, key, before);
+                self.remember(set, key, before);
             }
         }
         self.send(sink);
@@ -1025,19 +1037,23 @@ impl Etm4Decoder {
     #[inline(never)]
     fn replay_atoms<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Packet, sink: &mut F) -> bool {
         let count = pkt.atom_count;
-        // The slot is read only after the tests below: its line, beyond the
-        // first-level cache, is asked for now (waiting on it was a third of
-        // a replay's time on juno_r1_1).
+        // The set is read only after the tests below: its lines, beyond the
+        // first-level cache, are asked for now (waiting on them was a third
+        // of a replay's time on juno_r1_1).
         let start = self.walk.addr;
-        let slot = self.memo_slot(pkt);
-        prefetch(self.atom_memo.get(slot));
+        let set = self.memo_set(pkt);
+        if let Some(memo) = &self.atom_memo {
+            let [a, b] = &memo[set & (MEMO_SETS - 1)].0;
+            prefetch(Some(a));
+            prefetch(Some(b));
+        }
         // As `commit_atoms_now` asks, with an empty stack: it runs next
         // whenever this declines, so the pop below is never done twice.
         let now = (self.core.counted.is_some() || self.core.batched)
             && count > 0
             && self.stack.is_empty()
             && self.settled()
-            && !self.atom_memo.is_empty();
+            && self.atom_memo.is_some();
         if !now {
             return false;
         }
@@ -1045,12 +1061,11 @@ impl Etm4Decoder {
         if !self.memo_ready() {
             return false;
         }
-        // The pop, if any, moved the walk's start and with it the slot.
-        let slot = if self.walk.addr == start { slot } else { self.memo_slot(pkt) };
-        let (_, hit) = self.memo_find(pkt, slot);
-        if !hit {
+        // The pop, if any, moved the walk's start and with it the set.
+        let set = if self.walk.addr == start { set } else { self.memo_set(pkt) };
+        let (_, Some(slot)) = self.memo_find(pkt, set) else {
             return false;
-        }
+        };
         self.out.clear();
         // A batch kept open has the index of its last packet.
         self.held.index = self.held.index.max(pkt.index);
@@ -1064,28 +1079,30 @@ impl Etm4Decoder {
         true
     }
 
-    /// The atom memo's slot for an atom packet at the walk's start. The
-    /// pattern is taken as the parser gives it: it never sets bits beyond
-    /// the count, and if it did, a packet would only be remembered under a
-    /// key of its own.
+    /// The atom memo's set for an atom packet at the walk's start. The pattern is taken as the parser gives it: it never
+    /// sets bits beyond the count, and if it did, a packet would only be
+    /// remembered under a key of its own.
     #[inline(always)]
-    fn memo_slot(&self, pkt: &Packet) -> usize {
-        AtomMemo::slot(self.walk.addr, pkt.atom_bits, pkt.atom_count)
+    fn memo_set(&self, pkt: &Packet) -> usize {
+        AtomMemo::set(self.walk.addr, pkt.atom_bits, pkt.atom_count)
     }
 
     /// The key an atom packet at the walk's start would be remembered under
-    /// in `slot` (its [`Etm4Decoder::memo_slot`]), and whether what is
-    /// remembered there is this packet. (Not the entry itself: copying it
-    /// out cost a replay a tenth of its instructions.)
+    /// in `set` (its [`Etm4Decoder::memo_set`]), and the entry that
+    /// remembers this packet, if one does: twice the set, plus one for the
+    /// older entry. (Not the entry itself: copying it out cost a replay a
+    /// tenth of its instructions.)
     #[inline(always)]
-    fn memo_find(&self, pkt: &Packet, slot: usize) -> (AtomMemo, bool) {
+    fn memo_find(&self, pkt: &Packet, set: usize) -> (AtomMemo, Option<usize>) {
         let (bits, count) = (pkt.atom_bits, pkt.atom_count);
         let space = self.mem_space().0;
         let (addr, isa) = (self.walk.addr, self.walk.isa);
-        let hit = self
-            .atom_memo
-            .get(slot)
-            .is_some_and(|m| m.count == count && m.addr == addr && m.bits == bits && m.isa == isa && m.space == space);
+        let is = |m: &AtomMemo| m.count == count && m.addr == addr && m.bits == bits && m.isa == isa && m.space == space;
+        let hit = match self.atom_memo.as_deref().map(|m| &m[set & (MEMO_SETS - 1)].0) {
+            Some([a, _]) if is(a) => Some(2 * set),
+            Some([_, b]) if is(b) => Some(2 * set + 1),
+            _ => None,
+        };
         (AtomMemo { addr, bits, count, isa, space, ..AtomMemo::EMPTY }, hit)
     }
 
@@ -1128,11 +1145,12 @@ impl Etm4Decoder {
         (!self.opts.speculation || self.opts.spec_losses_only) && !self.opts.long_way
     }
 
-    /// Do what the atom packet remembered in slot `slot` (found by
+    /// Do what the atom packet remembered in entry `slot` (found by
     /// `memo_find`) did.
     #[inline(always)]
     fn replay(&mut self, slot: usize) {
-        let m = &self.atom_memo[slot];
+        let Some(memo) = self.atom_memo.as_deref() else { return };
+        let m = &memo[(slot / 2) & (MEMO_SETS - 1)].0[slot & 1];
         self.held.ranges += m.ranges as u64;
         self.held.instructions += m.instructions as u64;
         for &addr in &m.pushed[..m.calls as usize] {
@@ -1160,13 +1178,12 @@ impl Etm4Decoder {
     }
 
     /// Remember what the atom packet just committed did, from `before` (the
-    /// counts when it started), unless something it did cannot be replayed.
+    /// counts when it started), in `set` (its [`Etm4Decoder::memo_set`]),
+    /// unless something it did cannot be replayed.
     #[cold]
-    fn remember(&mut self, slot: usize, key: AtomMemo, before: Held) {
-        if self.atom_memo.is_empty() {
-            // Made at the first packet worth remembering: a decoder made to
-            // list a few elements (a seek) never needs it.
-            self.atom_memo = vec![AtomMemo::EMPTY; ATOM_MEMO].into_boxed_slice();
+    fn remember(&mut self, set: usize, key: AtomMemo, before: Held) {
+        if self.atom_memo.is_none() {
+            self.atom_memo = vec![MemoSet([AtomMemo::EMPTY; 2]); MEMO_SETS].into_boxed_slice().try_into().ok();
         }
         let w = self.memo_watch;
         let nacc = self.held.nacc - before.nacc;
@@ -1206,7 +1223,11 @@ impl Etm4Decoder {
         for (a, &(addr, _)) in addrs.iter_mut().zip(pushed) {
             *a = addr;
         }
-        self.atom_memo[slot] = AtomMemo {
+        let Some(memo) = self.atom_memo.as_deref_mut() else { return };
+        let [newer, older] = &mut memo[set & (MEMO_SETS - 1)].0;
+        // The newer entry goes first; the older of the two leaves.
+        *older = *newer;
+        *newer = AtomMemo {
             end,
             end_isa: self.walk.isa,
             calls: w.calls,
