@@ -254,17 +254,19 @@ const MEMO_CALLS: usize = 2;
 ///
 /// Only what can be replayed exactly is remembered: no T32 walk (those also
 /// depend on the IT state), no error or message, no more than [`MEMO_CALLS`]
-/// calls pushed on the return stack, an inaccessible address only where its
-/// walk covered nothing (otherwise the range's last instruction would be
-/// whatever the walk before left), and an indirect branch taken (with its
-/// ETE exception return) only as the packet's last walk: with the return
-/// stack on, an atom after it pops the stack, whose contents are not in the
-/// key.
+/// calls pushed on the return stack, each in the key's instruction set (the
+/// entry keeps their addresses only), no more ranges or instructions than
+/// its fields hold, an inaccessible address only where its walk covered
+/// nothing (otherwise the range's last instruction would be whatever the
+/// walk before left), and an indirect branch taken (with its ETE exception
+/// return) only as the packet's last walk: with the return stack on, an
+/// atom after it pops the stack, whose contents are not in the key.
 ///
-/// An entry fills one cache line, aligned: a replay reads one line from
-/// the table (half a megabyte, beyond the first-level cache) where the
-/// 88-byte entries before straddled two, and those misses were a third of
-/// a replay's time on juno_r1_1.
+/// An entry fills one cache line, aligned: a replay reads the line of the
+/// newer entry of its set from the table (half a megabyte, beyond the
+/// first-level cache), and the older's only when the newer is another
+/// packet's; the 88-byte entries before straddled two lines, and those
+/// misses were a third of a replay's time on juno_r1_1.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(64))]
 struct AtomMemo {
