@@ -331,9 +331,9 @@ impl AtomMemo {
 /// Ask for the cache line of `m` ahead of its use (a hint only; nothing
 /// on targets without a stable prefetch).
 #[inline(always)]
-fn prefetch<T>(m: Option<&T>) {
+fn prefetch<T>(m: &T) {
     #[cfg(target_arch = "x86_64")]
-    if let Some(m) = m {
+    {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         // SAFETY: a prefetch reads nothing into the program and cannot
         // fault; `m` is a live reference besides.
@@ -1046,8 +1046,8 @@ impl Etm4Decoder {
         let set = self.memo_set(pkt);
         if let Some(memo) = &self.atom_memo {
             let [a, b] = &memo[set & (MEMO_SETS - 1)].0;
-            prefetch(Some(a));
-            prefetch(Some(b));
+            prefetch(a);
+            prefetch(b);
         }
         // As `commit_atoms_now` asks, with an empty stack: it runs next
         // whenever this declines, so the pop below is never done twice.
@@ -1081,9 +1081,10 @@ impl Etm4Decoder {
         true
     }
 
-    /// The atom memo's set for an atom packet at the walk's start. The pattern is taken as the parser gives it: it never
-    /// sets bits beyond the count, and if it did, a packet would only be
-    /// remembered under a key of its own.
+    /// The atom memo's set for an atom packet at the walk's start. The
+    /// pattern is taken as the parser gives it: it never sets bits beyond
+    /// the count, and if it did, a packet would only be remembered under a
+    /// key of its own.
     #[inline(always)]
     fn memo_set(&self, pkt: &Packet) -> usize {
         AtomMemo::set(self.walk.addr, pkt.atom_bits, pkt.atom_count)
