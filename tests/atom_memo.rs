@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tracesight::element::{ElementKind, MemSpace};
 use tracesight::image::memory::MemoryImage;
 use tracesight::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder};
-use tracesight::protocol::etm4::{Etm4Config, Etm4Parser, Packet};
+use tracesight::protocol::etm4::{AtomRun, Etm4Config, Etm4Parser, Packet, PacketSink};
 use tracesight::protocol::Decoder;
 
 /// The program, at 0x1000:
@@ -68,6 +68,31 @@ struct Counts {
     eret: u64,
 }
 
+impl Counts {
+    /// Count what the decoder handed over, built or in a batch.
+    fn add(&mut self, o: DecoderOutput<'_>) {
+        match o {
+            DecoderOutput::Element(e) => match e.kind {
+                ElementKind::InstrRange { count, .. } => {
+                    self.ranges += 1;
+                    self.instructions += count as u64;
+                }
+                ElementKind::AddrNotAccessible { .. } => self.nacc += 1,
+                ElementKind::ExceptionReturn => self.eret += 1,
+                _ => {}
+            },
+            DecoderOutput::Batch(b) => {
+                self.ranges += b.ranges;
+                self.instructions += b.instructions;
+                self.nacc += b.addr_not_accessible;
+                self.eret += b.exception_returns;
+            }
+            DecoderOutput::Message(m) => panic!("unexpected decoder message: {m}"),
+            _ => {}
+        }
+    }
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Mode {
     /// Every element built (the memo is never asked).
@@ -90,25 +115,9 @@ fn decode(program: &Program, packets: &[Vec<u8>], return_stack: bool, mode: Mode
     let mut c = Counts::default();
     let mut batches = 0;
     let mut states = Vec::new();
-    let mut on_out = |o: DecoderOutput<'_>| match o {
-        DecoderOutput::Element(e) => match e.kind {
-            ElementKind::InstrRange { count, .. } => {
-                c.ranges += 1;
-                c.instructions += count as u64;
-            }
-            ElementKind::AddrNotAccessible { .. } => c.nacc += 1,
-            ElementKind::ExceptionReturn => c.eret += 1,
-            _ => {}
-        },
-        DecoderOutput::Batch(b) => {
-            batches += 1;
-            c.ranges += b.ranges;
-            c.instructions += b.instructions;
-            c.nacc += b.addr_not_accessible;
-            c.eret += b.exception_returns;
-        }
-        DecoderOutput::Message(m) => panic!("unexpected decoder message: {m}"),
-        _ => {}
+    let mut on_out = |o: DecoderOutput<'_>| {
+        batches += matches!(o, DecoderOutput::Batch(_)) as u64;
+        c.add(o);
     };
     let mut bytes = Vec::new();
     for p in [&ASYNC[..], &TRACE_INFO, &program.start] {
@@ -260,4 +269,108 @@ fn packets_whose_keys_share_a_line_of_the_table_both_replay() {
     let hits = same_both_ways_in(&program, "scattered walk starts", &packets, true);
     let later = 3 * N as u64;
     assert!(hits * 100 >= later * 93, "only {hits} of the {later} packets of the later turns replayed");
+}
+
+/// Takes atom packets in runs, as the session's sink for runs that only
+/// count does.
+struct RunSink<'a, G> {
+    dec: &'a mut Etm4Decoder,
+    out: &'a mut G,
+    /// Packets taken one by one, and in runs.
+    single: u64,
+    in_runs: u64,
+}
+
+impl<G: FnMut(DecoderOutput<'_>)> PacketSink for RunSink<'_, G> {
+    const RUNS: bool = true;
+
+    fn packet(&mut self, p: &Packet, _: &[u8]) -> bool {
+        self.single += 1;
+        self.dec.packet(p, self.out);
+        true
+    }
+
+    fn atom_run(&mut self, run: &AtomRun<'_>) -> usize {
+        let n = self.dec.take_atom_run(run, self.out);
+        self.in_runs += n as u64;
+        n
+    }
+}
+
+/// Decode the start and `packets` as one buffer, atom packets offered in
+/// runs: the counts, the saved state at the end, the memo's hits and how
+/// many packets were taken in runs (and in all).
+fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mode: Mode) -> (Counts, Vec<u8>, u64, u64, u64) {
+    let cfg = config(return_stack);
+    let mut parser = Etm4Parser::new(&cfg);
+    let mut dec = Etm4Decoder::new(&cfg, program.image.clone(), DecoderOptions::default());
+    dec.core_mut().batched = true;
+    dec.core_mut().merge_batches = mode == Mode::Merged;
+    let mut c = Counts::default();
+    let mut on_out = |o: DecoderOutput<'_>| c.add(o);
+    let mut bytes = Vec::new();
+    for p in [&ASYNC[..], &TRACE_INFO, &program.start] {
+        bytes.extend_from_slice(p);
+    }
+    for p in packets {
+        bytes.extend_from_slice(p);
+    }
+    let (single, in_runs) = {
+        let mut sink = RunSink { dec: &mut dec, out: &mut on_out, single: 0, in_runs: 0 };
+        let used = parser.push_until(0, &bytes, &mut sink);
+        assert_eq!(used, bytes.len());
+        sink.dec.flush_batch(sink.out);
+        (sink.single, sink.in_runs)
+    };
+    let hits = dec.memo_hits();
+    (c, dec.save_state(), hits, in_runs, single + in_runs)
+}
+
+/// The counts and the final decoder state of a decode that takes atoms in
+/// runs are those of one that builds every element, with batches per
+/// packet and merged; returns how many packets went in runs.
+fn same_in_runs(program: &Program, what: &str, packets: &[Vec<u8>], return_stack: bool) -> u64 {
+    let (built, built_states, _, _) = decode(program, packets, return_stack, Mode::Elements);
+    let (_, _, per_packet_hits, _) = decode(program, packets, return_stack, Mode::Batches);
+    let mut taken = 0;
+    for mode in [Mode::Batches, Mode::Merged] {
+        let (counts, state, hits, in_runs, all) = decode_in_runs(program, packets, return_stack, mode);
+        assert_eq!(counts, built, "{what}: counts");
+        assert!(Some(&state) == built_states.last(), "{what}: decoder state at the end differs");
+        assert_eq!(hits, per_packet_hits, "{what}: replays");
+        // The start's packets and each of `packets`, one a packet.
+        assert_eq!(all, 4 + packets.len() as u64, "{what}: packets");
+        taken = in_runs;
+    }
+    taken
+}
+
+#[test]
+fn atom_packets_taken_in_runs_count_as_one_by_one() {
+    let later = |turns: usize, per_turn: usize| ((turns - 1) * per_turn) as u64;
+    // Calls and returns: every later turn replays, one long run.
+    let n = same_in_runs(&loop_program(), "single atoms", &singles(20), true);
+    assert!(n >= later(20, 3), "only {n} packets in runs");
+    // Pops at the start of packets.
+    let packets: Vec<Vec<u8>> = (0..20).flat_map(|_| [vec![EE], vec![E]]).collect();
+    let n = same_in_runs(&loop_program(), "two atoms a packet", &packets, true);
+    assert!(n >= later(20, 2), "only {n} packets in runs");
+    // Walked every time: a run stops before each such packet.
+    let packets: Vec<Vec<u8>> = (0..10).map(|_| vec![EEE]).collect();
+    same_in_runs(&loop_program(), "return then more atoms", &packets, true);
+    // Runs end at each address.
+    let packets: Vec<Vec<u8>> = (0..15).flat_map(|_| [vec![E], vec![E], BACK.to_vec()]).collect();
+    let n = same_in_runs(&loop_program(), "no return stack", &packets, false);
+    assert!(n >= later(15, 2), "only {n} packets in runs");
+    // An inaccessible address, then atoms committed while the decoder
+    // waits for an address.
+    let turn = [vec![E], vec![E], vec![N], vec![E], vec![E], vec![N], vec![EE], BACK.to_vec()];
+    let packets: Vec<Vec<u8>> = (0..15).flat_map(|_| turn.clone()).collect();
+    let n = same_in_runs(&loop_program(), "inaccessible", &packets, true);
+    assert!(n >= later(15, 7), "only {n} packets in runs");
+    // Many walk starts: misses break runs up.
+    let program = scattered_chain(1000);
+    let packets: Vec<Vec<u8>> = (0..4000).map(|_| vec![E]).collect();
+    let n = same_in_runs(&program, "scattered walk starts", &packets, true);
+    assert!(n * 100 >= 3000 * 90, "only {n} packets in runs");
 }

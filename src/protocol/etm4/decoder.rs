@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::config::{CoreProfile, Etm4Config};
 use super::ring::Ring;
 use super::packet::{Packet, PacketType, PeContext as PktContext};
+use super::parser::AtomRun;
 use crate::element::{
     Element, ElementKind, Time, InstrSubtype, InstrType, Isa, MemSpace, MemTrans, PeContext, Security, TraceOnReason,
     UnsyncReason,
@@ -1081,6 +1082,78 @@ impl Etm4Decoder {
         true
     }
 
+    /// Take a leading part of a run of one-byte atom packets
+    /// ([`PacketSink::atom_run`](super::parser::PacketSink::atom_run)) as
+    /// [`Etm4Decoder::take_packet`] would take each, in a run whose packets
+    /// go nowhere: the packets it commits while idle
+    /// ([`Etm4Decoder::commit_idle_atoms`]) and those it replays from the
+    /// atom memo ([`Etm4Decoder::replay_atoms`]). Returns how many it took;
+    /// it stops before the first packet that needs the long way (the return
+    /// stack pop a replay starts with may be done, as `replay_atoms` leaves
+    /// it when the memo has no entry). What those two paths ask of the
+    /// options, and of the state neither changes (the element stack, the
+    /// speculation depth, the resolution counts, the decode state), is
+    /// asked once per run: per packet it was most of a replay's work.
+    #[inline(never)]
+    pub fn take_atom_run<F: FnMut(DecoderOutput<'_>)>(&mut self, run: &AtomRun<'_>, sink: &mut F) -> usize {
+        if self.state != State::Decode || !self.settled() || !self.stack.is_empty() || !self.quiet_commit() {
+            return 0;
+        }
+        // Replayed packets send their counts once, at the end of the run:
+        // as a replay per packet would where the run counts (nothing reads
+        // the counts in between) or keeps its batch open.
+        let replays = (self.core.counted.is_some() || (self.core.batched && self.core.merge_batches))
+            && self.opts.instr_range_limit == 0
+            && self.atom_memo.is_some();
+        let mut n = 0;
+        let mut replayed = false;
+        while let Some((bits, count)) = run.atom(n) {
+            if count == 0 {
+                break;
+            }
+            let index = run.index(n);
+            if (self.need_addr || self.need_ctxt) && !self.rs.pop_pending {
+                // As commit_idle_atoms.
+                self.core.index_curr = index;
+                self.next_seq += count as u64;
+                self.last_committed_seq = Some(self.next_seq - 1);
+                n += 1;
+                continue;
+            }
+            if !replays {
+                break;
+            }
+            self.core.index_curr = index;
+            if self.rs.pop_pending && self.rs.entries > 0 {
+                self.return_stack_pop(sink);
+            }
+            if self.need_ctxt
+                || self.need_addr
+                || self.rs.pop_pending
+                || self.walk.isa == Isa::T32
+                || self.next_range_check.is_some_and(|c| c != self.walk.addr)
+            {
+                break;
+            }
+            let set = AtomMemo::set(self.walk.addr, bits, count);
+            let (_, Some(slot)) = self.memo_find_key(bits, count, set) else {
+                break;
+            };
+            self.held.index = self.held.index.max(index);
+            let seq = self.next_seq;
+            self.next_seq += count as u64;
+            self.replay(slot);
+            self.last_committed_seq = Some(seq + count as u64 - 1);
+            replayed = true;
+            n += 1;
+        }
+        if replayed && (!self.core.merge_batches || self.core.counted.is_some()) {
+            self.out.clear();
+            self.send(sink);
+        }
+        n
+    }
+
     /// The atom memo's set for an atom packet at the walk's start. The
     /// pattern is taken as the parser gives it: it never sets bits beyond
     /// the count, and if it did, a packet would only be remembered under a
@@ -1097,7 +1170,12 @@ impl Etm4Decoder {
     /// tenth of its instructions.)
     #[inline(always)]
     fn memo_find(&self, pkt: &Packet, set: usize) -> (AtomMemo, Option<usize>) {
-        let (bits, count) = (pkt.atom_bits, pkt.atom_count);
+        self.memo_find_key(pkt.atom_bits, pkt.atom_count, set)
+    }
+
+    /// [`Etm4Decoder::memo_find`] for an atom packet's pattern and count.
+    #[inline(always)]
+    fn memo_find_key(&self, bits: u32, count: u8, set: usize) -> (AtomMemo, Option<usize>) {
         let space = self.mem_space().0;
         let (addr, isa) = (self.walk.addr, self.walk.isa);
         let is = |m: &AtomMemo| m.count == count && m.addr == addr && m.bits == bits && m.isa == isa && m.space == space;

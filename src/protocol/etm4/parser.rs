@@ -112,6 +112,48 @@ struct ParseSettings {
 /// left as a call it cost each packet a call frame.
 pub trait PacketSink {
     fn packet(&mut self, packet: &Packet, raw: &[u8]) -> bool;
+
+    /// Offered a run of one-byte atom packets before the first of them is
+    /// handed over: the sink may take a leading part of the run at once,
+    /// without a [`Packet`] for each, and returns how many packets it took
+    /// (each taken whole, as [`PacketSink::packet`] would have taken it).
+    /// The rest go by [`PacketSink::packet`]. A sink that only counts and
+    /// replays committed atoms spends most of its time per packet on the
+    /// checks that hold for the whole run.
+    #[inline(always)]
+    fn atom_run(&mut self, _run: &AtomRun<'_>) -> usize {
+        0
+    }
+
+    /// Whether [`PacketSink::atom_run`] may take packets: the parser looks
+    /// for runs only then.
+    const RUNS: bool = false;
+}
+
+/// Packets that may be atom packets, one byte each, as offered to
+/// [`PacketSink::atom_run`].
+pub struct AtomRun<'a> {
+    bytes: &'a [u8],
+    fast: &'a [Fast; 256],
+    index: u64,
+}
+
+impl AtomRun<'_> {
+    /// The pattern (bit k set: atom k is E) and count of the `i`th packet
+    /// of the run, if it is there and is an atom packet.
+    #[inline(always)]
+    pub fn atom(&self, i: usize) -> Option<(u32, u8)> {
+        match self.fast[*self.bytes.get(i)? as usize] {
+            Fast::Atom(count, _, bits) => Some((bits, count)),
+            _ => None,
+        }
+    }
+
+    /// The buffer index of the `i`th packet.
+    #[inline(always)]
+    pub fn index(&self, i: usize) -> u64 {
+        self.index.wrapping_add(i as u64)
+    }
 }
 
 impl<F: FnMut(&Packet, &[u8]) -> bool> PacketSink for F {
@@ -1287,6 +1329,18 @@ impl Etm4Parser {
             // each arm the sink was not inlined.
             let (n, ptype, clear) = match self.fast[b as usize] {
                 Fast::Atom(count, ptype, bits) => {
+                    // Two or more in a row, to a sink that takes runs:
+                    // offered up to the end of this stretch (whose bytes'
+                    // indices follow on). One alone costs a run's setup
+                    // more than it saves.
+                    if F::RUNS && rest.get(1).is_some_and(|&b1| matches!(self.fast[b1 as usize], Fast::Atom(..))) {
+                        let end = if SPANS { next.min(data.len()) } else { data.len() };
+                        let taken = offer_atoms(&self.fast, &mut self.pkt, sink, &data[pos..end], at);
+                        if taken > 0 {
+                            pos += taken;
+                            continue;
+                        }
+                    }
                     self.pkt.atom_bits = bits;
                     self.pkt.atom_count = count;
                     (1, ptype, false)
@@ -1394,6 +1448,24 @@ impl Etm4Parser {
         self.state = State::Header;
         pos
     }
+}
+
+/// [`PacketSink::atom_run`] over `run`, whose first byte is at `at`:
+/// how many packets the sink took, with the packet fields the last of
+/// them would have left in `pkt`.
+#[inline(never)]
+fn offer_atoms<F: PacketSink>(fast: &[Fast; 256], pkt: &mut Packet, sink: &mut F, run: &[u8], at: u64) -> usize {
+    let taken = sink.atom_run(&AtomRun { bytes: run, fast, index: at }).min(run.len());
+    if let Some(&b) = taken.checked_sub(1).and_then(|last| run.get(last)) {
+        if let Fast::Atom(count, ptype, bits) = fast[b as usize] {
+            pkt.atom_bits = bits;
+            pkt.atom_count = count;
+            pkt.ptype = ptype;
+        }
+        pkt.index = at.wrapping_add(taken as u64 - 1);
+        pkt.offset = pkt.index;
+    }
+    taken
 }
 
 /// How the fast path handles a header byte (with the packet type it gives,
