@@ -924,10 +924,16 @@ impl Etm4Decoder {
             && self.quiet_commit()
             && pkt.atom_count > 0;
         if idle {
-            self.next_seq += pkt.atom_count as u64;
-            self.last_committed_seq = Some(self.next_seq - 1);
+            self.commit_idle(pkt.atom_count);
         }
         idle
+    }
+
+    /// What committing `count` atoms while idle does.
+    #[inline(always)]
+    fn commit_idle(&mut self, count: u8) {
+        self.next_seq += count as u64;
+        self.last_committed_seq = Some(self.next_seq - 1);
     }
 
     /// Commit a packet of atoms as it arrives when that is all it can do: no
@@ -1070,12 +1076,7 @@ impl Etm4Decoder {
             return false;
         };
         self.out.clear();
-        // A batch kept open has the index of its last packet.
-        self.held.index = self.held.index.max(pkt.index);
-        let seq = self.next_seq;
-        self.next_seq += count as u64;
-        self.replay(slot);
-        self.last_committed_seq = Some(seq + count as u64 - 1);
+        self.replay_packet(slot, count, pkt.index);
         if !self.core.merge_batches || self.core.counted.is_some() {
             self.send(sink);
         }
@@ -1115,8 +1116,7 @@ impl Etm4Decoder {
             if (self.need_addr || self.need_ctxt) && !self.rs.pop_pending {
                 // As commit_idle_atoms.
                 self.core.index_curr = index;
-                self.next_seq += count as u64;
-                self.last_committed_seq = Some(self.next_seq - 1);
+                self.commit_idle(count);
                 n += 1;
                 continue;
             }
@@ -1124,26 +1124,18 @@ impl Etm4Decoder {
                 break;
             }
             self.core.index_curr = index;
+            // `pop_first`, whose option test the run made.
             if self.rs.pop_pending && self.rs.entries > 0 {
                 self.return_stack_pop(sink);
             }
-            if self.need_ctxt
-                || self.need_addr
-                || self.rs.pop_pending
-                || self.walk.isa == Isa::T32
-                || self.next_range_check.is_some_and(|c| c != self.walk.addr)
-            {
+            if !self.memo_walk_ready() {
                 break;
             }
             let set = AtomMemo::set(self.walk.addr, bits, count);
             let (_, Some(slot)) = self.memo_find_key(bits, count, set) else {
                 break;
             };
-            self.held.index = self.held.index.max(index);
-            let seq = self.next_seq;
-            self.next_seq += count as u64;
-            self.replay(slot);
-            self.last_committed_seq = Some(seq + count as u64 - 1);
+            self.replay_packet(slot, count, index);
             replayed = true;
             n += 1;
         }
@@ -1152,6 +1144,18 @@ impl Etm4Decoder {
             self.send(sink);
         }
         n
+    }
+
+    /// Replay the atom packet of `count` atoms at `index` from entry `slot`
+    /// (found by `memo_find`), into the counts held.
+    #[inline(always)]
+    fn replay_packet(&mut self, slot: usize, count: u8, index: u64) {
+        // A batch kept open has the index of its last packet.
+        self.held.index = self.held.index.max(index);
+        let seq = self.next_seq;
+        self.next_seq += count as u64;
+        self.replay(slot);
+        self.last_committed_seq = Some(seq + count as u64 - 1);
     }
 
     /// The atom memo's set for an atom packet at the walk's start. The
@@ -1192,13 +1196,17 @@ impl Etm4Decoder {
     /// start (see [`AtomMemo`]), and no speculation record to make per atom.
     #[inline]
     fn memo_ready(&self) -> bool {
+        self.memo_walk_ready() && self.opts.instr_range_limit == 0 && self.quiet_commit()
+    }
+
+    /// The part of [`Etm4Decoder::memo_ready`] that a replay can change.
+    #[inline(always)]
+    fn memo_walk_ready(&self) -> bool {
         !self.need_ctxt
             && !self.need_addr
             && !self.rs.pop_pending
             && self.walk.isa != Isa::T32
-            && self.opts.instr_range_limit == 0
             && self.next_range_check.is_none_or(|c| c == self.walk.addr)
-            && self.quiet_commit()
     }
 
     /// The first atom's return stack pop, done before the atom memo is asked
