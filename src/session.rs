@@ -14,9 +14,9 @@ use crate::element::Element;
 use crate::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink};
 use crate::image::memory::MemoryImage;
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
-use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, SpecRecord};
+use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, PacketRun, SpecRecord};
 use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
-use crate::protocol::etm4::{AtomRun, ConfigError, Etm4Config, Etm4Parser, Packet, PacketSink};
+use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet, PacketSink};
 use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
 use self::marks::Mark;
 use self::tally::{SourceTally, Tally};
@@ -821,7 +821,8 @@ fn push_etm4<F: FnMut(Event<'_>)>(
             let (mut packets, mut bytes_in) = (0u64, 0u64);
             let used = {
                 let mut fwd = |o: DecoderOutput<'_>| forward(source, o, on_event, tot);
-                let mut sink = QuietSink { decoder: d, recover, packets: &mut packets, bytes: &mut bytes_in, fwd: &mut fwd };
+                let mut sink =
+                    QuietSink { decoder: d, recover, packets: &mut packets, bytes: &mut bytes_in, fwd: &mut fwd, run: PacketRun::default() };
                 let used = parse_etm4(parser, place, bytes, &mut sink);
                 sink.decoder.flush_batch(sink.fwd);
                 used
@@ -840,8 +841,8 @@ fn push_etm4<F: FnMut(Event<'_>)>(
 }
 
 /// The parser's sink when packets are decoded and go nowhere: each packet
-/// counted in locals and decoded, and runs of atom packets offered to the
-/// decoder whole ([`Etm4Decoder::take_atom_run`]).
+/// counted in locals and decoded, and runs of atom and address packets
+/// taken by the decoder in steps ([`Etm4Decoder::run_begin`]).
 struct QuietSink<'r, G> {
     decoder: &'r mut Etm4Decoder,
     recover: bool,
@@ -850,6 +851,7 @@ struct QuietSink<'r, G> {
     packets: &'r mut u64,
     bytes: &'r mut u64,
     fwd: &'r mut G,
+    run: PacketRun,
 }
 
 impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
@@ -863,12 +865,31 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
     }
 
     #[inline(always)]
-    fn atom_run(&mut self, run: &AtomRun<'_>) -> usize {
-        let n = self.decoder.take_atom_run(run, self.fwd);
-        // One byte each.
-        *self.packets += n as u64;
-        *self.bytes += n as u64;
-        n
+    fn run_begin(&mut self) -> bool {
+        match self.decoder.run_begin() {
+            Some(run) => {
+                self.run = run;
+                true
+            }
+            None => false,
+        }
+    }
+
+    #[inline(always)]
+    fn run_atom(&mut self, bits: u32, count: u8, index: u64) -> bool {
+        self.decoder.run_atom(&mut self.run, bits, count, index, self.fwd)
+    }
+
+    #[inline(always)]
+    fn run_addr(&mut self, addr: u64, is: u8) -> bool {
+        self.decoder.run_addr(addr, is)
+    }
+
+    #[inline(always)]
+    fn run_end(&mut self, packets: usize, bytes: usize, last: u64) {
+        *self.packets += packets as u64;
+        *self.bytes += bytes as u64;
+        self.decoder.run_end(self.run, last, self.fwd);
     }
 }
 

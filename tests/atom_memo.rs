@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use tracesight::element::{ElementKind, MemSpace};
 use tracesight::image::memory::MemoryImage;
-use tracesight::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder};
-use tracesight::protocol::etm4::{AtomRun, Etm4Config, Etm4Parser, Packet, PacketSink};
+use tracesight::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, PacketRun};
+use tracesight::protocol::etm4::{Etm4Config, Etm4Parser, Packet, PacketSink};
 use tracesight::protocol::Decoder;
 
 /// The program, at 0x1000:
@@ -271,11 +271,12 @@ fn packets_whose_keys_share_a_line_of_the_table_both_replay() {
     assert!(hits * 100 >= later * 93, "only {hits} of the {later} packets of the later turns replayed");
 }
 
-/// Takes atom packets in runs, as the session's sink for runs that only
-/// count does.
+/// Takes atom and address packets in runs, as the session's sink for runs
+/// that only count does.
 struct RunSink<'a, G> {
     dec: &'a mut Etm4Decoder,
     out: &'a mut G,
+    run: PacketRun,
     /// Packets taken one by one, and in runs.
     single: u64,
     in_runs: u64,
@@ -290,24 +291,26 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for RunSink<'_, G> {
         true
     }
 
-    fn atom_run(&mut self, run: &AtomRun<'_>) -> usize {
-        let n = self.dec.take_atom_run(run, self.out);
-        self.in_runs += n as u64;
-        n
+    fn run_begin(&mut self) -> bool {
+        self.dec.run_begin().map(|r| self.run = r).is_some()
+    }
+
+    fn run_atom(&mut self, bits: u32, count: u8, index: u64) -> bool {
+        self.dec.run_atom(&mut self.run, bits, count, index, self.out)
+    }
+
+    fn run_addr(&mut self, addr: u64, is: u8) -> bool {
+        self.dec.run_addr(addr, is)
+    }
+
+    fn run_end(&mut self, packets: usize, _: usize, last: u64) {
+        self.in_runs += packets as u64;
+        self.dec.run_end(self.run, last, self.out);
     }
 }
 
-/// Decode the start and `packets` as one buffer, atom packets offered in
-/// runs: the counts, the saved state at the end, the memo's hits and how
-/// many packets were taken in runs (and in all).
-fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mode: Mode) -> (Counts, Vec<u8>, u64, u64, u64) {
-    let cfg = config(return_stack);
-    let mut parser = Etm4Parser::new(&cfg);
-    let mut dec = Etm4Decoder::new(&cfg, program.image.clone(), DecoderOptions::default());
-    dec.core_mut().batched = true;
-    dec.core_mut().merge_batches = mode == Mode::Merged;
-    let mut c = Counts::default();
-    let mut on_out = |o: DecoderOutput<'_>| c.add(o);
+/// The start and `packets` as one buffer.
+fn one_buffer(program: &Program, packets: &[Vec<u8>]) -> Vec<u8> {
     let mut bytes = Vec::new();
     for p in [&ASYNC[..], &TRACE_INFO, &program.start] {
         bytes.extend_from_slice(p);
@@ -315,15 +318,31 @@ fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mo
     for p in packets {
         bytes.extend_from_slice(p);
     }
+    bytes
+}
+
+/// Decode the start and `packets` as one buffer, atom and address packets
+/// offered in runs: the counts, the decoder's and the parser's saved states
+/// at the end, the memo's hits and how many packets were taken in runs (and
+/// in all).
+fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mode: Mode) -> (Counts, Vec<u8>, Vec<u8>, u64, u64, u64) {
+    let cfg = config(return_stack);
+    let mut parser = Etm4Parser::new(&cfg);
+    let mut dec = Etm4Decoder::new(&cfg, program.image.clone(), DecoderOptions::default());
+    dec.core_mut().batched = true;
+    dec.core_mut().merge_batches = mode == Mode::Merged;
+    let mut c = Counts::default();
+    let mut on_out = |o: DecoderOutput<'_>| c.add(o);
+    let bytes = one_buffer(program, packets);
     let (single, in_runs) = {
-        let mut sink = RunSink { dec: &mut dec, out: &mut on_out, single: 0, in_runs: 0 };
+        let mut sink = RunSink { dec: &mut dec, out: &mut on_out, run: PacketRun::default(), single: 0, in_runs: 0 };
         let used = parser.push_until(0, &bytes, &mut sink);
         assert_eq!(used, bytes.len());
         sink.dec.flush_batch(sink.out);
         (sink.single, sink.in_runs)
     };
     let hits = dec.memo_hits();
-    (c, dec.save_state(), hits, in_runs, single + in_runs)
+    (c, dec.save_state(), parser.save_state(), hits, in_runs, single + in_runs)
 }
 
 /// The counts and the final decoder state of a decode that takes atoms in
@@ -332,11 +351,16 @@ fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mo
 fn same_in_runs(program: &Program, what: &str, packets: &[Vec<u8>], return_stack: bool) -> u64 {
     let (built, built_states, _, _) = decode(program, packets, return_stack, Mode::Elements);
     let (_, _, per_packet_hits, _) = decode(program, packets, return_stack, Mode::Batches);
+    // The parser's state after the same buffer parsed one packet at a time.
+    let mut parser = Etm4Parser::new(&config(return_stack));
+    parser.push_until(0, &one_buffer(program, packets), &mut |_: &Packet, _: &[u8]| true);
+    let parsed = parser.save_state();
     let mut taken = 0;
     for mode in [Mode::Batches, Mode::Merged] {
-        let (counts, state, hits, in_runs, all) = decode_in_runs(program, packets, return_stack, mode);
+        let (counts, state, parser_state, hits, in_runs, all) = decode_in_runs(program, packets, return_stack, mode);
         assert_eq!(counts, built, "{what}: counts");
         assert!(Some(&state) == built_states.last(), "{what}: decoder state at the end differs");
+        assert!(parser_state == parsed, "{what}: parser state at the end differs");
         assert_eq!(hits, per_packet_hits, "{what}: replays");
         // The start's packets and each of `packets`, one a packet.
         assert_eq!(all, 4 + packets.len() as u64, "{what}: packets");
@@ -358,10 +382,10 @@ fn atom_packets_taken_in_runs_count_as_one_by_one() {
     // Walked every time: a run stops before each such packet.
     let packets: Vec<Vec<u8>> = (0..10).map(|_| vec![EEE]).collect();
     same_in_runs(&loop_program(), "return then more atoms", &packets, true);
-    // Runs end at each address.
+    // Addresses are taken in runs too.
     let packets: Vec<Vec<u8>> = (0..15).flat_map(|_| [vec![E], vec![E], BACK.to_vec()]).collect();
     let n = same_in_runs(&loop_program(), "no return stack", &packets, false);
-    assert!(n >= later(15, 2), "only {n} packets in runs");
+    assert!(n >= later(15, 3), "only {n} packets in runs");
     // An inaccessible address, then atoms committed while the decoder
     // waits for an address.
     let turn = [vec![E], vec![E], vec![N], vec![E], vec![E], vec![N], vec![EE], BACK.to_vec()];
@@ -373,4 +397,28 @@ fn atom_packets_taken_in_runs_count_as_one_by_one() {
     let packets: Vec<Vec<u8>> = (0..4000).map(|_| vec![E]).collect();
     let n = same_in_runs(&program, "scattered walk starts", &packets, true);
     assert!(n * 100 >= 3000 * 90, "only {n} packets in runs");
+}
+
+/// Long addresses (IS0) 0x1000, 32 and 64 bits; a short address 0x1000
+/// that says IS1 (the same in AArch64, but the decoder keeps it for the
+/// next context); an exact match of the address before the most recent.
+const BACK_L32: [u8; 5] = [0x9a, 0x00, 0x08, 0x00, 0x00];
+const BACK_L64: [u8; 9] = [0x9d, 0x00, 0x08, 0, 0, 0, 0, 0, 0];
+const BACK_IS1: [u8; 3] = [0x96, 0x80, 0x10];
+const MATCH_1: u8 = 0x91;
+
+#[test]
+fn address_packets_of_every_form_taken_in_runs_count_as_one_by_one() {
+    // Call, return, fall through and branch to where there is no code; an
+    // atom committed while the decoder waits; then back by each form of
+    // address.
+    let backs = [BACK.to_vec(), BACK_L32.to_vec(), vec![MATCH_1], BACK_L64.to_vec(), BACK_IS1.to_vec()];
+    let packets: Vec<Vec<u8>> = (0..15)
+        .flat_map(|t| [vec![E], vec![E], vec![N], vec![E], vec![E], backs[t % backs.len()].clone()])
+        .collect();
+    for return_stack in [true, false] {
+        let n = same_in_runs(&loop_program(), "every address form", &packets, return_stack);
+        // All but the first turn's walks (recorded, not replayed).
+        assert!(n >= (packets.len() - 6) as u64, "only {n} packets in runs");
+    }
 }

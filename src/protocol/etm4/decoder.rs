@@ -14,7 +14,6 @@ use std::sync::Arc;
 use super::config::{CoreProfile, Etm4Config};
 use super::ring::Ring;
 use super::packet::{Packet, PacketType, PeContext as PktContext};
-use super::parser::AtomRun;
 use crate::element::{
     Element, ElementKind, Time, InstrSubtype, InstrType, Isa, MemSpace, MemTrans, PeContext, Security, TraceOnReason,
     UnsyncReason,
@@ -295,6 +294,16 @@ struct AtomMemo {
 }
 
 const _: () = assert!(std::mem::size_of::<AtomMemo>() == 64);
+
+/// What holds for a run of packets the decoder takes in steps
+/// ([`Etm4Decoder::run_begin`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PacketRun {
+    /// Atom packets may be replayed from the atom memo.
+    replays: bool,
+    /// Some were: their counts are sent at the end.
+    replayed: bool,
+}
 
 /// The two entries a key may sit in, the newer first, on two lines that
 /// the processor fetches as a pair (128 bytes, aligned).
@@ -1083,22 +1092,29 @@ impl Etm4Decoder {
         true
     }
 
-    /// Take a leading part of a run of one-byte atom packets
-    /// ([`PacketSink::atom_run`](super::parser::PacketSink::atom_run)) as
-    /// [`Etm4Decoder::take_packet`] would take each, in a run whose packets
-    /// go nowhere: the packets it commits while idle
-    /// ([`Etm4Decoder::commit_idle_atoms`]) and those it replays from the
-    /// atom memo ([`Etm4Decoder::replay_atoms`]). Returns how many it took;
-    /// it stops before the first packet that needs the long way (the return
-    /// stack pop a replay starts with may be done, as `replay_atoms` leaves
-    /// it when the memo has no entry). What those two paths ask of the
-    /// options, and of the state neither changes (the element stack, the
-    /// speculation depth, the resolution counts, the decode state), is
-    /// asked once per run: per packet it was most of a replay's work.
-    #[inline(never)]
-    pub fn take_atom_run<F: FnMut(DecoderOutput<'_>)>(&mut self, run: &AtomRun<'_>, sink: &mut F) -> usize {
-        if self.state != State::Decode || !self.settled() || !self.stack.is_empty() || !self.quiet_commit() {
-            return 0;
+    /// Begin a run of atom and address packets
+    /// ([`PacketSink::run_begin`](super::parser::PacketSink::run_begin)),
+    /// in a decode whose packets go nowhere: the run takes the packets that
+    /// [`Etm4Decoder::take_packet`] would take at once, as it would take
+    /// them, and stops before the first that needs the long way. Those are
+    /// the atom packets it commits while idle
+    /// ([`Etm4Decoder::commit_idle_atoms`]) or replays from the atom memo
+    /// ([`Etm4Decoder::replay_atoms`]), and the addresses it applies at
+    /// once ([`Etm4Decoder::addr_now`]). What those paths ask of the
+    /// options, and of the state none of them changes (the element stack,
+    /// the speculation depth, the resolution counts, the decode state, an
+    /// exception waiting for its address), is asked here, once per run:
+    /// per packet it was most of a replay's work. None when the run cannot
+    /// take any packet.
+    #[inline(always)]
+    pub fn run_begin(&self) -> Option<PacketRun> {
+        if self.state != State::Decode
+            || !self.settled()
+            || !self.stack.is_empty()
+            || !self.quiet_commit()
+            || self.elem_pending_addr
+        {
+            return None;
         }
         // Replayed packets send their counts once, at the end of the run:
         // as a replay per packet would where the run counts (nothing reads
@@ -1106,44 +1122,61 @@ impl Etm4Decoder {
         let replays = (self.core.counted.is_some() || (self.core.batched && self.core.merge_batches))
             && self.opts.instr_range_limit == 0
             && self.atom_memo.is_some();
-        let mut n = 0;
-        let mut replayed = false;
-        while let Some((bits, count)) = run.atom(n) {
-            if count == 0 {
-                break;
-            }
-            let index = run.index(n);
-            if (self.need_addr || self.need_ctxt) && !self.rs.pop_pending {
-                // As commit_idle_atoms.
-                self.core.index_curr = index;
-                self.commit_idle(count);
-                n += 1;
-                continue;
-            }
-            if !replays {
-                break;
-            }
-            self.core.index_curr = index;
-            // `pop_first`, whose option test the run made.
-            if self.rs.pop_pending && self.rs.entries > 0 {
-                self.return_stack_pop(sink);
-            }
-            if !self.memo_walk_ready() {
-                break;
-            }
-            let set = AtomMemo::set(self.walk.addr, bits, count);
-            let (_, Some(slot)) = self.memo_find_key(bits, count, set) else {
-                break;
-            };
-            self.replay_packet(slot, count, index);
-            replayed = true;
-            n += 1;
+        Some(PacketRun { replays, replayed: false })
+    }
+
+    /// The run's next packet is an atom packet: true if it was taken. A
+    /// declined packet may have had the return stack pop a replay starts
+    /// with done, as `replay_atoms` leaves it when the memo has no entry.
+    #[inline(always)]
+    pub fn run_atom<F: FnMut(DecoderOutput<'_>)>(&mut self, run: &mut PacketRun, bits: u32, count: u8, index: u64, sink: &mut F) -> bool {
+        if count == 0 {
+            return false;
         }
-        if replayed && (!self.core.merge_batches || self.core.counted.is_some()) {
+        if (self.need_addr || self.need_ctxt) && !self.rs.pop_pending {
+            // As commit_idle_atoms.
+            self.core.index_curr = index;
+            self.commit_idle(count);
+            return true;
+        }
+        if !run.replays {
+            return false;
+        }
+        self.core.index_curr = index;
+        // `pop_first`, whose option test the run made.
+        if self.rs.pop_pending && self.rs.entries > 0 {
+            self.return_stack_pop(sink);
+        }
+        if !self.memo_walk_ready() {
+            return false;
+        }
+        let set = AtomMemo::set(self.walk.addr, bits, count);
+        let (_, Some(slot)) = self.memo_find_key(bits, count, set) else {
+            return false;
+        };
+        self.replay_packet(slot, count, index);
+        run.replayed = true;
+        true
+    }
+
+    /// The run's next packet is an address packet giving `addr` in
+    /// instruction set `is`: taken, as `addr_now` takes it (what it asks
+    /// was asked when the run began).
+    #[inline(always)]
+    pub fn run_addr(&mut self, addr: u64, is: u8) -> bool {
+        self.last_is = is;
+        self.take_addr(addr, is);
+        true
+    }
+
+    /// The run is over, its last packet at `last`.
+    #[inline(always)]
+    pub fn run_end<F: FnMut(DecoderOutput<'_>)>(&mut self, run: PacketRun, last: u64, sink: &mut F) {
+        self.core.index_curr = last;
+        if run.replayed && (!self.core.merge_batches || self.core.counted.is_some()) {
             self.out.clear();
             self.send(sink);
         }
-        n
     }
 
     /// Replay the atom packet of `count` atoms at `index` from entry `slot`

@@ -14,4 +14,4 @@ mod ring;
 
 pub use config::{ConfigError, CoreProfile, Etm4Config};
 pub use packet::{Packet, PacketType};
-pub use parser::{AtomRun, Etm4Parser, PacketSink};
+pub use parser::{Etm4Parser, PacketSink};

@@ -113,47 +113,41 @@ struct ParseSettings {
 pub trait PacketSink {
     fn packet(&mut self, packet: &Packet, raw: &[u8]) -> bool;
 
-    /// Offered a run of one-byte atom packets before the first of them is
-    /// handed over: the sink may take a leading part of the run at once,
-    /// without a [`Packet`] for each, and returns how many packets it took
-    /// (each taken whole, as [`PacketSink::packet`] would have taken it).
-    /// The rest go by [`PacketSink::packet`]. A sink that only counts and
-    /// replays committed atoms spends most of its time per packet on the
-    /// checks that hold for the whole run.
+    /// A run of packets may follow that the sink can take in steps
+    /// ([`PacketSink::run_atom`], [`PacketSink::run_addr`]) instead of one
+    /// [`Packet`] each: true if it takes them. Asked before the first
+    /// packet of each run; a sink that only counts and replays committed
+    /// atoms spends most of its time per packet on checks that hold for a
+    /// whole run, and makes them here.
     #[inline(always)]
-    fn atom_run(&mut self, _run: &AtomRun<'_>) -> usize {
-        0
+    fn run_begin(&mut self) -> bool {
+        false
     }
 
-    /// Whether [`PacketSink::atom_run`] may take packets: the parser looks
-    /// for runs only then.
+    /// The next packet of the run is an atom packet with pattern `bits`
+    /// (bit k set: atom k is E) and `count` atoms, at buffer index `index`:
+    /// true if the sink took it whole, as [`PacketSink::packet`] would have.
+    /// False ends the run, and the packet goes to [`PacketSink::packet`].
+    #[inline(always)]
+    fn run_atom(&mut self, _bits: u32, _count: u8, _index: u64) -> bool {
+        false
+    }
+
+    /// The next packet of the run is an address packet (a short, long or
+    /// exact-match one, not a source address) that gives address `addr` in
+    /// instruction set `is`: as [`PacketSink::run_atom`].
+    #[inline(always)]
+    fn run_addr(&mut self, _addr: u64, _is: u8) -> bool {
+        false
+    }
+
+    /// The run is over: it took `packets` packets of `bytes` bytes in all,
+    /// the last at buffer index `last`. Not called when it took none.
+    #[inline(always)]
+    fn run_end(&mut self, _packets: usize, _bytes: usize, _last: u64) {}
+
+    /// Whether the sink may take runs: the parser looks for them only then.
     const RUNS: bool = false;
-}
-
-/// Packets that may be atom packets, one byte each, as offered to
-/// [`PacketSink::atom_run`].
-pub struct AtomRun<'a> {
-    bytes: &'a [u8],
-    fast: &'a [Fast; 256],
-    index: u64,
-}
-
-impl AtomRun<'_> {
-    /// The pattern (bit k set: atom k is E) and count of the `i`th packet
-    /// of the run, if it is there and is an atom packet.
-    #[inline(always)]
-    pub fn atom(&self, i: usize) -> Option<(u32, u8)> {
-        match self.fast[*self.bytes.get(i)? as usize] {
-            Fast::Atom(count, _, bits) => Some((bits, count)),
-            _ => None,
-        }
-    }
-
-    /// The buffer index of the `i`th packet.
-    #[inline(always)]
-    pub fn index(&self, i: usize) -> u64 {
-        self.index.wrapping_add(i as u64)
-    }
 }
 
 impl<F: FnMut(&Packet, &[u8]) -> bool> PacketSink for F {
@@ -1254,6 +1248,12 @@ impl Etm4Parser {
     }
 
     fn set_address_32(&mut self, v: u32, is: u8) {
+        self.put_addr(self.address_32(v, is));
+    }
+
+    /// The address a 32-bit address packet gives (not yet stored).
+    #[inline(always)]
+    fn address_32(&self, v: u32, is: u8) -> Address {
         let mut a = self.pkt.addr;
         a.pkt_bits = 32;
         if self.pkt.context_valid && self.pkt.context.sf {
@@ -1265,23 +1265,34 @@ impl Etm4Parser {
         }
         a.valid_bits = a.valid_bits.max(32);
         a.isa = is;
-        self.put_addr(a);
+        a
     }
 
     fn update_short_address(&mut self, v: u32, is: u8, bits: u8) {
+        self.put_addr(self.short_address(v, is, bits));
+    }
+
+    /// The address a short address packet gives (not yet stored).
+    #[inline(always)]
+    fn short_address(&self, v: u32, is: u8, bits: u8) -> Address {
         let mut a = self.pkt.addr;
         let mask = (1u64 << bits) - 1;
         a.pkt_bits = bits;
         a.valid_bits = a.valid_bits.max(bits);
         a.value = (a.value & !mask) | (v as u64 & mask);
         a.isa = is;
-        self.put_addr(a);
+        a
     }
 
     fn set_exact_match(&mut self, idx: u8) {
         self.pkt.exact_match_idx = idx;
-        let a = if (idx as usize) < 3 { self.stack[(self.stack_head + idx as usize) % 3] } else { self.pkt.addr };
-        self.put_addr(a);
+        self.put_addr(self.matched_address(idx));
+    }
+
+    /// The address an exact match packet for entry `idx` gives.
+    #[inline(always)]
+    fn matched_address(&self, idx: u8) -> Address {
+        if (idx as usize) < 3 { self.stack[(self.stack_head + idx as usize) % 3] } else { self.pkt.addr }
     }
 
     /// Per-packet fields a packet only sets when it carries them; cleared
@@ -1329,13 +1340,13 @@ impl Etm4Parser {
             // each arm the sink was not inlined.
             let (n, ptype, clear) = match self.fast[b as usize] {
                 Fast::Atom(count, ptype, bits) => {
-                    // Two or more in a row, to a sink that takes runs:
-                    // offered up to the end of this stretch (whose bytes'
-                    // indices follow on). One alone costs a run's setup
-                    // more than it saves.
-                    if F::RUNS && rest.get(1).is_some_and(|&b1| matches!(self.fast[b1 as usize], Fast::Atom(..))) {
-                        let end = if SPANS { next.min(data.len()) } else { data.len() };
-                        let taken = offer_atoms(&self.fast, &mut self.pkt, sink, &data[pos..end], at);
+                    // Followed by another atom or an address, to a sink
+                    // that takes runs: offered up to the end of this
+                    // stretch (whose bytes' indices follow on). An atom
+                    // alone costs a run's setup more than it saves.
+                    if F::RUNS && rest.get(1).is_some_and(|&b1| self.fast[b1 as usize].may_run()) {
+                        let limit = if SPANS { next.min(data.len()) - pos } else { rest.len() };
+                        let taken = self.offer_run(sink, rest, limit, at);
                         if taken > 0 {
                             pos += taken;
                             continue;
@@ -1450,22 +1461,101 @@ impl Etm4Parser {
     }
 }
 
-/// [`PacketSink::atom_run`] over `run`, whose first byte is at `at`:
-/// how many packets the sink took, with the packet fields the last of
-/// them would have left in `pkt`.
-#[inline(never)]
-fn offer_atoms<F: PacketSink>(fast: &[Fast; 256], pkt: &mut Packet, sink: &mut F, run: &[u8], at: u64) -> usize {
-    let taken = sink.atom_run(&AtomRun { bytes: run, fast, index: at }).min(run.len());
-    if let Some(&b) = taken.checked_sub(1).and_then(|last| run.get(last)) {
-        if let Fast::Atom(count, ptype, bits) = fast[b as usize] {
-            pkt.atom_bits = bits;
-            pkt.atom_count = count;
-            pkt.ptype = ptype;
+impl Etm4Parser {
+    /// Offer the packets at the start of `run` (the first at buffer index
+    /// `at`, the indices following on for `limit` bytes) to the sink as a
+    /// run: atom packets, and address packets whose address is stored
+    /// only once the sink takes it. Returns how many bytes the sink took,
+    /// leaving the packet fields as the last packet taken would have.
+    // Out of line: inlined, the run's loop made the one-by-one loop's frame
+    // larger for every packet.
+    #[inline(never)]
+    fn offer_run<F: PacketSink>(&mut self, sink: &mut F, run: &[u8], limit: usize, at: u64) -> usize {
+        use PacketType as P;
+        if !sink.run_begin() {
+            return 0;
         }
-        pkt.index = at.wrapping_add(taken as u64 - 1);
-        pkt.offset = pkt.index;
+        let limit = limit.min(run.len());
+        let (mut pos, mut packets, mut last, mut last_atom) = (0, 0, 0, None);
+        while pos < limit {
+            let rest = &run[pos..];
+            let n = match self.fast[rest[0] as usize] {
+                Fast::Atom(count, _, bits) => {
+                    if !sink.run_atom(bits, count, at.wrapping_add(pos as u64)) {
+                        break;
+                    }
+                    last_atom = Some(pos);
+                    1
+                }
+                Fast::ShortAddr(is, P::AddrShortIs0 | P::AddrShortIs1) => {
+                    let n = match rest.get(1) {
+                        Some(&b1) if b1 & 0x80 == 0 => 2,
+                        Some(_) if rest.len() > 2 => 3,
+                        _ => break,
+                    };
+                    let (v, bits, _) = short_addr(&rest[1..n], is);
+                    let a = self.short_address(v, is, bits);
+                    if !sink.run_addr(a.value, a.isa) {
+                        break;
+                    }
+                    self.put_addr(a);
+                    n
+                }
+                Fast::Long32(is, P::AddrL32Is0 | P::AddrL32Is1) => {
+                    let Some(raw) = rest.get(..5) else { break };
+                    let a = self.address_32(long_addr_32(&raw[1..], is), is);
+                    if !sink.run_addr(a.value, a.isa) {
+                        break;
+                    }
+                    self.put_addr(a);
+                    5
+                }
+                Fast::Long64(is, P::AddrL64Is0 | P::AddrL64Is1) => {
+                    let Some(raw) = rest.get(..9) else { break };
+                    let value = long_addr_64(&raw[1..], is);
+                    if !sink.run_addr(value, is) {
+                        break;
+                    }
+                    self.set_address_64(value, is);
+                    9
+                }
+                Fast::NoPayload(P::AddrMatch) => {
+                    let idx = rest[0] & 0x3;
+                    let a = self.matched_address(idx);
+                    if !sink.run_addr(a.value, a.isa) {
+                        break;
+                    }
+                    self.pkt.exact_match_idx = idx;
+                    self.put_addr(a);
+                    1
+                }
+                _ => break,
+            };
+            last = pos;
+            pos += n;
+            packets += 1;
+        }
+        if packets > 0 {
+            let index = at.wrapping_add(last as u64);
+            sink.run_end(packets, pos, index);
+            if let Fast::Atom(_, ptype, _)
+            | Fast::ShortAddr(_, ptype)
+            | Fast::Long32(_, ptype)
+            | Fast::Long64(_, ptype)
+            | Fast::NoPayload(ptype) = self.fast[run[last] as usize]
+            {
+                self.pkt.ptype = ptype;
+            }
+            // The atom fields, kept by the packets after an atom packet.
+            if let Some(Fast::Atom(count, _, bits)) = last_atom.map(|p: usize| self.fast[run[p] as usize]) {
+                self.pkt.atom_bits = bits;
+                self.pkt.atom_count = count;
+            }
+            self.pkt.index = index;
+            self.pkt.offset = index;
+        }
+        pos
     }
-    taken
 }
 
 /// How the fast path handles a header byte (with the packet type it gives,
@@ -1490,6 +1580,16 @@ enum Fast {
     /// Address and context, with the instruction set and whether the
     /// address is 64 bits.
     AddrCtxt(u8, PacketType, bool),
+}
+
+impl Fast {
+    /// Whether a run may go on with this packet (atoms and addresses; a
+    /// run takes exact-match addresses too, but does not start for them).
+    /// The tags are in that order so this is one comparison.
+    #[inline(always)]
+    fn may_run(self) -> bool {
+        matches!(self, Fast::Atom(..) | Fast::ShortAddr(..) | Fast::Long32(..) | Fast::Long64(..))
+    }
 }
 
 /// The fast-path table for a header table: atoms are decoded once here.
