@@ -16,7 +16,7 @@ use crate::image::memory::MemoryImage;
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
 use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, PacketRun, SpecRecord};
 use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
-use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet, PacketSink};
+use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet, PacketSink, PacketType};
 use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
 use self::marks::Mark;
 use self::tally::{SourceTally, Tally};
@@ -882,7 +882,12 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
 
     #[inline(always)]
     fn run_addr(&mut self, addr: u64, is: u8) -> bool {
-        self.decoder.run_addr(addr, is)
+        self.decoder.run_addr(&self.run, addr, is)
+    }
+
+    #[inline(always)]
+    fn run_cc(&mut self, cc: u32, ptype: PacketType, index: u64) -> bool {
+        self.decoder.run_cc(&mut self.run, cc, ptype, index)
     }
 
     #[inline(always)]

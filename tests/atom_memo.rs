@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tracesight::element::{ElementKind, MemSpace};
 use tracesight::image::memory::MemoryImage;
 use tracesight::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, PacketRun};
-use tracesight::protocol::etm4::{Etm4Config, Etm4Parser, Packet, PacketSink};
+use tracesight::protocol::etm4::{Etm4Config, Etm4Parser, Packet, PacketSink, PacketType};
 use tracesight::protocol::Decoder;
 
 /// The program, at 0x1000:
@@ -32,14 +32,14 @@ fn image() -> Arc<MemoryImage> {
 }
 
 /// ETE without a speculation window (atoms commit as they come), with the
-/// return stack on or off.
+/// return stack on or off; cycle counts in commit mode 1 (no commit field).
 fn config(return_stack: bool) -> Etm4Config {
     let cfgr = 0x1u64 | if return_stack { 1 << 12 } else { 0 };
     let regs = [
         ("TRCCONFIGR", cfgr),
         ("TRCTRACEIDR", 0x1),
         ("TRCDEVARCH", 0x47735a13),
-        ("TRCIDR0", 0x0800_0aa1),
+        ("TRCIDR0", 0x2800_0aa1),
         ("TRCIDR1", 0x4100fff0),
         ("TRCIDR2", 0x4000_1088),
         ("TRCIDR8", 0),
@@ -66,6 +66,8 @@ struct Counts {
     instructions: u64,
     nacc: u64,
     eret: u64,
+    cycle_counts: u64,
+    cycles: u64,
 }
 
 impl Counts {
@@ -79,6 +81,10 @@ impl Counts {
                 }
                 ElementKind::AddrNotAccessible { .. } => self.nacc += 1,
                 ElementKind::ExceptionReturn => self.eret += 1,
+                ElementKind::CycleCount => {
+                    self.cycle_counts += 1;
+                    self.cycles += e.cycle_count.unwrap_or(0) as u64;
+                }
                 _ => {}
             },
             DecoderOutput::Batch(b) => {
@@ -102,6 +108,8 @@ enum Mode {
     /// Counted in batches the decoder may keep open across packets, as in
     /// an index build (`merge_batches`); flushed at the end.
     Merged,
+    /// Only counted, by the decoder (`counted`), as in a summary.
+    Counted,
 }
 
 /// Decode `packets` after the start as `mode` says; the counts, the saved
@@ -300,7 +308,11 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for RunSink<'_, G> {
     }
 
     fn run_addr(&mut self, addr: u64, is: u8) -> bool {
-        self.dec.run_addr(addr, is)
+        self.dec.run_addr(&self.run, addr, is)
+    }
+
+    fn run_cc(&mut self, cc: u32, ptype: PacketType, index: u64) -> bool {
+        self.dec.run_cc(&mut self.run, cc, ptype, index)
     }
 
     fn run_end(&mut self, packets: usize, _: usize, last: u64) {
@@ -331,6 +343,9 @@ fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mo
     let mut dec = Etm4Decoder::new(&cfg, program.image.clone(), DecoderOptions::default());
     dec.core_mut().batched = true;
     dec.core_mut().merge_batches = mode == Mode::Merged;
+    if mode == Mode::Counted {
+        dec.core_mut().counted = Some(Box::default());
+    }
     let mut c = Counts::default();
     let mut on_out = |o: DecoderOutput<'_>| c.add(o);
     let bytes = one_buffer(program, packets);
@@ -341,6 +356,15 @@ fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mo
         sink.dec.flush_batch(sink.out);
         (sink.single, sink.in_runs)
     };
+    if let Some(k) = dec.core_mut().counted.take() {
+        use tracesight::element::{kind_index, KIND_ADDR_NACC, KIND_EXCEPTION_RETURN, KIND_INSTR_RANGE};
+        c.ranges += k.kinds[KIND_INSTR_RANGE];
+        c.instructions += k.range_instructions;
+        c.nacc += k.kinds[KIND_ADDR_NACC];
+        c.eret += k.kinds[KIND_EXCEPTION_RETURN];
+        c.cycle_counts += k.kinds[kind_index(&ElementKind::CycleCount)];
+        c.cycles += dec.core().time.total_cycles;
+    }
     let hits = dec.memo_hits();
     (c, dec.save_state(), parser.save_state(), hits, in_runs, single + in_runs)
 }
@@ -356,7 +380,7 @@ fn same_in_runs(program: &Program, what: &str, packets: &[Vec<u8>], return_stack
     parser.push_until(0, &one_buffer(program, packets), &mut |_: &Packet, _: &[u8]| true);
     let parsed = parser.save_state();
     let mut taken = 0;
-    for mode in [Mode::Batches, Mode::Merged] {
+    for mode in [Mode::Batches, Mode::Merged, Mode::Counted] {
         let (counts, state, parser_state, hits, in_runs, all) = decode_in_runs(program, packets, return_stack, mode);
         assert_eq!(counts, built, "{what}: counts");
         assert!(Some(&state) == built_states.last(), "{what}: decoder state at the end differs");
@@ -420,5 +444,44 @@ fn address_packets_of_every_form_taken_in_runs_count_as_one_by_one() {
         let n = same_in_runs(&loop_program(), "every address form", &packets, return_stack);
         // All but the first turn's walks (recorded, not replayed).
         assert!(n >= (packets.len() - 6) as u64, "only {n} packets in runs");
+    }
+}
+
+/// Cycle count packets, format 3 (count 1-3) and format 2 (count 5).
+const CC1: u8 = 0x11;
+const CC2: u8 = 0x12;
+const CC3: u8 = 0x13;
+const CC5: [u8; 2] = [0x0c, 0x05];
+
+#[test]
+fn cycle_counts_taken_in_runs_count_as_one_by_one() {
+    // A count before a call, a return, a fall-through, a branch to where
+    // there is no code and an atom committed while the decoder waits; two
+    // counts in a row; a count before an address (not taken in a run: it
+    // would be queued behind the count) and before the next turn's atom.
+    let turn = [
+        vec![CC3],
+        vec![E],
+        vec![CC1],
+        vec![E],
+        vec![N],
+        CC5.to_vec(),
+        vec![E],
+        vec![CC1],
+        vec![E],
+        BACK.to_vec(),
+        vec![CC2],
+        vec![CC3],
+        vec![E],
+        vec![E],
+        vec![N],
+        vec![E],
+        vec![CC2],
+        BACK.to_vec(),
+    ];
+    let packets: Vec<Vec<u8>> = (0..10).flat_map(|_| turn.clone()).collect();
+    for return_stack in [true, false] {
+        let n = same_in_runs(&loop_program(), "cycle counts", &packets, return_stack);
+        assert!(n >= (packets.len() - 2 * turn.len()) as u64 / 2, "only {n} packets in runs");
     }
 }

@@ -297,12 +297,34 @@ const _: () = assert!(std::mem::size_of::<AtomMemo>() == 64);
 
 /// What holds for a run of packets the decoder takes in steps
 /// ([`Etm4Decoder::run_begin`]).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct PacketRun {
     /// Atom packets may be replayed from the atom memo.
     replays: bool,
     /// Some were: their counts are sent at the end.
     replayed: bool,
+    /// The run counts elements (a summary): cycle counts may be taken.
+    counts: bool,
+    /// A cycle count was taken and waits for an atom packet: its count,
+    /// packet type and index. (Not an `Option`: asked for every atom
+    /// packet, it cost a store each.)
+    cc_waits: bool,
+    cc: (u32, PacketType, u64),
+    /// Elements were built (cycle counts): sent at the end.
+    emitted: bool,
+}
+
+impl Default for PacketRun {
+    fn default() -> PacketRun {
+        PacketRun {
+            replays: false,
+            replayed: false,
+            counts: false,
+            cc_waits: false,
+            cc: (0, PacketType::CycleCountF3, 0),
+            emitted: false,
+        }
+    }
 }
 
 /// The two entries a key may sit in, the newer first, on two lines that
@@ -314,6 +336,14 @@ struct MemoSet([AtomMemo; 2]);
 const MEMO_SETS: usize = ATOM_MEMO / 2;
 
 impl AtomMemo {
+    /// Whether this entry is remembered under `key`'s key. (A method, not
+    /// a closure: as a closure it was sometimes left out of line, a call
+    /// per entry looked at.)
+    #[inline(always)]
+    fn same_key(&self, key: &AtomMemo) -> bool {
+        self.count == key.count && self.addr == key.addr && self.bits == key.bits && self.isa == key.isa && self.space == key.space
+    }
+
     const EMPTY: AtomMemo = AtomMemo {
         addr: 0,
         bits: 0,
@@ -1122,7 +1152,7 @@ impl Etm4Decoder {
         let replays = (self.core.counted.is_some() || (self.core.batched && self.core.merge_batches))
             && self.opts.instr_range_limit == 0
             && self.atom_memo.is_some();
-        Some(PacketRun { replays, replayed: false })
+        Some(PacketRun { replays, counts: self.core.counted.is_some(), ..PacketRun::default() })
     }
 
     /// The run's next packet is an atom packet: true if it was taken. A
@@ -1134,7 +1164,9 @@ impl Etm4Decoder {
             return false;
         }
         if (self.need_addr || self.need_ctxt) && !self.rs.pop_pending {
-            // As commit_idle_atoms.
+            // As commit_idle_atoms (or, after a cycle count, as
+            // commit_atoms_now, which finds nothing to walk).
+            self.run_cc_out(run);
             self.core.index_curr = index;
             self.commit_idle(count);
             return true;
@@ -1154,6 +1186,7 @@ impl Etm4Decoder {
         let (_, Some(slot)) = self.memo_find_key(bits, count, set) else {
             return false;
         };
+        self.run_cc_out(run);
         self.replay_packet(slot, count, index);
         run.replayed = true;
         true
@@ -1161,20 +1194,73 @@ impl Etm4Decoder {
 
     /// The run's next packet is an address packet giving `addr` in
     /// instruction set `is`: taken, as `addr_now` takes it (what it asks
-    /// was asked when the run began).
+    /// was asked when the run began), unless a cycle count waits: it would
+    /// be queued behind it.
     #[inline(always)]
-    pub fn run_addr(&mut self, addr: u64, is: u8) -> bool {
+    pub fn run_addr(&mut self, run: &PacketRun, addr: u64, is: u8) -> bool {
+        if run.cc_waits {
+            return false;
+        }
         self.last_is = is;
         self.take_addr(addr, is);
         true
+    }
+
+    /// The run's next packet is a cycle count packet without a commit
+    /// field: taken in a run that counts elements, where it waits for the
+    /// atom packet after it. One by one it would be queued, and that atom
+    /// packet's commit (`commit_atoms_now`) would hand its element over
+    /// first; the run does the same when it takes the atom packet, and
+    /// queues the count as the one-by-one path does if it does not.
+    #[inline(always)]
+    pub fn run_cc(&mut self, run: &mut PacketRun, cc: u32, ptype: PacketType, index: u64) -> bool {
+        if !run.counts || run.cc_waits {
+            return false;
+        }
+        run.cc_waits = true;
+        run.cc = (cc, ptype, index);
+        true
+    }
+
+    /// The element of the cycle count waiting for an atom packet that the
+    /// run is taking, if any.
+    #[inline(always)]
+    fn run_cc_out(&mut self, run: &mut PacketRun) {
+        if run.cc_waits {
+            self.run_cc_element(run);
+        }
+    }
+
+    #[inline(never)]
+    fn run_cc_element(&mut self, run: &mut PacketRun) {
+        run.cc_waits = false;
+        if !run.emitted {
+            self.out.clear();
+            run.emitted = true;
+        }
+        let (cc, _, index) = run.cc;
+        self.add(index, ElementKind::CycleCount);
+        if let Some(e) = self.out.last_mut() {
+            e.cycle_count = Some(cc);
+        }
     }
 
     /// The run is over, its last packet at `last`.
     #[inline(always)]
     pub fn run_end<F: FnMut(DecoderOutput<'_>)>(&mut self, run: PacketRun, last: u64, sink: &mut F) {
         self.core.index_curr = last;
-        if run.replayed && (!self.core.merge_batches || self.core.counted.is_some()) {
-            self.out.clear();
+        if run.cc_waits {
+            let (cc, ptype, index) = run.cc;
+            // Queued as the packet entry queues it.
+            let mut e = P0::new(P0Kind::Cc, false, ptype, index);
+            e.seq = self.next_seq;
+            e.value = cc;
+            self.stack.push_back(e);
+        }
+        if run.emitted || (run.replayed && (!self.core.merge_batches || self.core.counted.is_some())) {
+            if !run.emitted {
+                self.out.clear();
+            }
             self.send(sink);
         }
     }
@@ -1215,13 +1301,13 @@ impl Etm4Decoder {
     fn memo_find_key(&self, bits: u32, count: u8, set: usize) -> (AtomMemo, Option<usize>) {
         let space = self.mem_space().0;
         let (addr, isa) = (self.walk.addr, self.walk.isa);
-        let is = |m: &AtomMemo| m.count == count && m.addr == addr && m.bits == bits && m.isa == isa && m.space == space;
+        let key = AtomMemo { addr, bits, count, isa, space, ..AtomMemo::EMPTY };
         let hit = match self.atom_memo.as_deref().map(|m| &m[set & (MEMO_SETS - 1)].0) {
-            Some([a, _]) if is(a) => Some(2 * set),
-            Some([_, b]) if is(b) => Some(2 * set + 1),
+            Some([a, _]) if a.same_key(&key) => Some(2 * set),
+            Some([_, b]) if b.same_key(&key) => Some(2 * set + 1),
             _ => None,
         };
-        (AtomMemo { addr, bits, count, isa, space, ..AtomMemo::EMPTY }, hit)
+        (key, hit)
     }
 
     /// Whether an atom packet can be replayed from, or recorded into, the

@@ -141,6 +141,14 @@ pub trait PacketSink {
         false
     }
 
+    /// The next packet of the run is a cycle count packet of type `ptype`
+    /// that gives count `cc` and carries no commit (commit mode 1), at
+    /// `index`: as [`PacketSink::run_atom`].
+    #[inline(always)]
+    fn run_cc(&mut self, _cc: u32, _ptype: PacketType, _index: u64) -> bool {
+        false
+    }
+
     /// The run is over: it took `packets` packets of `bytes` bytes in all,
     /// the last at buffer index `last`. Not called when it took none.
     #[inline(always)]
@@ -1340,10 +1348,10 @@ impl Etm4Parser {
             // each arm the sink was not inlined.
             let (n, ptype, clear) = match self.fast[b as usize] {
                 Fast::Atom(count, ptype, bits) => {
-                    // Followed by another atom or an address, to a sink
-                    // that takes runs: offered up to the end of this
-                    // stretch (whose bytes' indices follow on). An atom
-                    // alone costs a run's setup more than it saves.
+                    // Followed by another atom, an address or a cycle
+                    // count, to a sink that takes runs: offered up to the
+                    // end of this stretch (whose bytes' indices follow on).
+                    // An atom alone costs a run's setup more than it saves.
                     if F::RUNS && rest.get(1).is_some_and(|&b1| self.fast[b1 as usize].may_run()) {
                         let limit = if SPANS { next.min(data.len()) - pos } else { rest.len() };
                         let taken = self.offer_run(sink, rest, limit, at);
@@ -1519,6 +1527,30 @@ impl Etm4Parser {
                     self.set_address_64(value, is);
                     9
                 }
+                // Without a commit field (commit mode 1) the decoder can take
+                // these as it takes atoms; the fields are set and cleared as
+                // one by one.
+                Fast::CycleF3 if self.set.commit_opt1 => {
+                    let cc = self.cc_threshold().wrapping_add((rest[0] & 0x3) as u32);
+                    if !sink.run_cc(cc, P::CycleCountF3, at.wrapping_add(pos as u64)) {
+                        break;
+                    }
+                    self.cycle_scratch();
+                    self.set_cc(cc);
+                    self.clear_packet_fields();
+                    1
+                }
+                Fast::CycleF2 if self.set.commit_opt1 => {
+                    let Some(raw) = rest.get(..2) else { break };
+                    let cc = self.cc_threshold().wrapping_add((raw[1] & 0xf) as u32);
+                    if !sink.run_cc(cc, P::CycleCountF2, at.wrapping_add(pos as u64)) {
+                        break;
+                    }
+                    self.cycle_scratch();
+                    self.cycle_f2(raw[0], raw[1]);
+                    self.clear_packet_fields();
+                    2
+                }
                 Fast::NoPayload(P::AddrMatch) => {
                     let idx = rest[0] & 0x3;
                     let a = self.matched_address(idx);
@@ -1538,14 +1570,16 @@ impl Etm4Parser {
         if packets > 0 {
             let index = at.wrapping_add(last as u64);
             sink.run_end(packets, pos, index);
-            if let Fast::Atom(_, ptype, _)
-            | Fast::ShortAddr(_, ptype)
-            | Fast::Long32(_, ptype)
-            | Fast::Long64(_, ptype)
-            | Fast::NoPayload(ptype) = self.fast[run[last] as usize]
-            {
-                self.pkt.ptype = ptype;
-            }
+            self.pkt.ptype = match self.fast[run[last] as usize] {
+                Fast::Atom(_, ptype, _)
+                | Fast::ShortAddr(_, ptype)
+                | Fast::Long32(_, ptype)
+                | Fast::Long64(_, ptype)
+                | Fast::NoPayload(ptype) => ptype,
+                Fast::CycleF3 => P::CycleCountF3,
+                Fast::CycleF2 => P::CycleCountF2,
+                _ => self.pkt.ptype,
+            };
             // The atom fields, kept by the packets after an atom packet.
             if let Some(Fast::Atom(count, _, bits)) = last_atom.map(|p: usize| self.fast[run[p] as usize]) {
                 self.pkt.atom_bits = bits;
@@ -1572,9 +1606,9 @@ enum Fast {
     ShortAddr(u8, PacketType),
     Long32(u8, PacketType),
     Long64(u8, PacketType),
-    NoPayload(PacketType),
     CycleF3,
     CycleF2,
+    NoPayload(PacketType),
     Exception,
     Context,
     /// Address and context, with the instruction set and whether the
@@ -1583,12 +1617,15 @@ enum Fast {
 }
 
 impl Fast {
-    /// Whether a run may go on with this packet (atoms and addresses; a
-    /// run takes exact-match addresses too, but does not start for them).
-    /// The tags are in that order so this is one comparison.
+    /// Whether a run may go on with this packet (atoms, addresses, cycle
+    /// counts; a run takes exact-match addresses too, but does not start
+    /// for them). The tags are in that order so this is one comparison.
     #[inline(always)]
     fn may_run(self) -> bool {
-        matches!(self, Fast::Atom(..) | Fast::ShortAddr(..) | Fast::Long32(..) | Fast::Long64(..))
+        matches!(
+            self,
+            Fast::Atom(..) | Fast::ShortAddr(..) | Fast::Long32(..) | Fast::Long64(..) | Fast::CycleF3 | Fast::CycleF2
+        )
     }
 }
 
