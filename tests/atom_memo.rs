@@ -281,7 +281,7 @@ fn packets_whose_keys_share_a_line_of_the_table_both_replay() {
 
 /// Takes atom and address packets in runs, as the session's sink for runs
 /// that only count does.
-struct RunSink<'a, G> {
+struct RunSink<'a, G, const RUNS: bool = true> {
     dec: &'a mut Etm4Decoder,
     out: &'a mut G,
     run: PacketRun,
@@ -290,8 +290,8 @@ struct RunSink<'a, G> {
     in_runs: u64,
 }
 
-impl<G: FnMut(DecoderOutput<'_>)> PacketSink for RunSink<'_, G> {
-    const RUNS: bool = true;
+impl<G: FnMut(DecoderOutput<'_>), const R: bool> PacketSink for RunSink<'_, G, R> {
+    const RUNS: bool = R;
 
     fn packet(&mut self, p: &Packet, _: &[u8]) -> bool {
         self.single += 1;
@@ -350,7 +350,7 @@ fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mo
     let mut on_out = |o: DecoderOutput<'_>| c.add(o);
     let bytes = one_buffer(program, packets);
     let (single, in_runs) = {
-        let mut sink = RunSink { dec: &mut dec, out: &mut on_out, run: PacketRun::default(), single: 0, in_runs: 0 };
+        let mut sink = RunSink::<_, true> { dec: &mut dec, out: &mut on_out, run: PacketRun::default(), single: 0, in_runs: 0 };
         let used = parser.push_until(0, &bytes, &mut sink);
         assert_eq!(used, bytes.len());
         sink.dec.flush_batch(sink.out);
@@ -369,6 +369,40 @@ fn decode_in_runs(program: &Program, packets: &[Vec<u8>], return_stack: bool, mo
     (c, dec.save_state(), parser.save_state(), hits, in_runs, single + in_runs)
 }
 
+/// The start and `packets` as one trace ID's bytes from several blocks (as
+/// from formatter frames): stretches of 7 bytes, the indices jumping by 100
+/// from one to the next. Decoded in merged batches (`Mode::Merged`) with
+/// runs when `RUNS`: the counts with the index of each batch, the
+/// decoder's and the parser's saved states, and the packets taken in runs.
+fn decode_in_stretches<const RUNS: bool>(
+    program: &Program,
+    packets: &[Vec<u8>],
+    return_stack: bool,
+) -> ((Counts, Vec<u64>), Vec<u8>, Vec<u8>, u64) {
+    let cfg = config(return_stack);
+    let mut parser = Etm4Parser::new(&cfg);
+    let mut dec = Etm4Decoder::new(&cfg, program.image.clone(), DecoderOptions::default());
+    dec.core_mut().batched = true;
+    dec.core_mut().merge_batches = true;
+    let mut c = Counts::default();
+    let mut at = Vec::new();
+    let mut on_out = |o: DecoderOutput<'_>| {
+        if let DecoderOutput::Batch(b) = &o {
+            at.push(b.index);
+        }
+        c.add(o)
+    };
+    let bytes = one_buffer(program, packets);
+    let spans: Vec<(usize, u64)> = (0..bytes.len()).step_by(7).map(|o| (o, o as u64 * 15 + 100)).collect();
+    let in_runs = {
+        let mut sink = RunSink::<_, RUNS> { dec: &mut dec, out: &mut on_out, run: PacketRun::default(), single: 0, in_runs: 0 };
+        assert_eq!(parser.push_spans_until(&spans, &bytes, &mut sink), bytes.len());
+        sink.dec.flush_batch(sink.out);
+        sink.in_runs
+    };
+    ((c, at), dec.save_state(), parser.save_state(), in_runs)
+}
+
 /// The counts and the final decoder state of a decode that takes atoms in
 /// runs are those of one that builds every element, with batches per
 /// packet and merged; returns how many packets went in runs.
@@ -379,7 +413,7 @@ fn same_in_runs(program: &Program, what: &str, packets: &[Vec<u8>], return_stack
     let mut parser = Etm4Parser::new(&config(return_stack));
     parser.push_until(0, &one_buffer(program, packets), &mut |_: &Packet, _: &[u8]| true);
     let parsed = parser.save_state();
-    let mut taken = 0;
+    let (mut taken, mut merged_taken) = (0, 0);
     for mode in [Mode::Batches, Mode::Merged, Mode::Counted] {
         let (counts, state, parser_state, hits, in_runs, all) = decode_in_runs(program, packets, return_stack, mode);
         assert_eq!(counts, built, "{what}: counts");
@@ -388,8 +422,19 @@ fn same_in_runs(program: &Program, what: &str, packets: &[Vec<u8>], return_stack
         assert_eq!(hits, per_packet_hits, "{what}: replays");
         // The start's packets and each of `packets`, one a packet.
         assert_eq!(all, 4 + packets.len() as u64, "{what}: packets");
+        if mode == Mode::Merged {
+            merged_taken = in_runs;
+        }
         taken = in_runs;
     }
+    // Runs that go on across stretches of the buffer.
+    let (one_by_one, state, parser_state, none) = decode_in_stretches::<false>(program, packets, return_stack);
+    let (counts, run_state, run_parser_state, in_runs) = decode_in_stretches::<true>(program, packets, return_stack);
+    assert_eq!(none, 0);
+    assert_eq!(counts, one_by_one, "{what}: counts in stretches");
+    assert!(run_state == state, "{what}: decoder state at the end differs in stretches");
+    assert!(run_parser_state == parser_state, "{what}: parser state at the end differs in stretches");
+    assert!(in_runs * 10 >= merged_taken * 9, "{what}: {in_runs} packets in runs in stretches against {merged_taken} in one");
     taken
 }
 

@@ -1353,8 +1353,7 @@ impl Etm4Parser {
                     // end of this stretch (whose bytes' indices follow on).
                     // An atom alone costs a run's setup more than it saves.
                     if F::RUNS && rest.get(1).is_some_and(|&b1| self.fast[b1 as usize].may_run()) {
-                        let limit = if SPANS { next.min(data.len()) - pos } else { rest.len() };
-                        let taken = self.offer_run(sink, rest, limit, at);
+                        let taken = self.offer_run::<SPANS, F>(sink, data, pos, (k, base, next));
                         if taken > 0 {
                             pos += taken;
                             continue;
@@ -1470,22 +1469,35 @@ impl Etm4Parser {
 }
 
 impl Etm4Parser {
-    /// Offer the packets at the start of `run` (the first at buffer index
-    /// `at`, the indices following on for `limit` bytes) to the sink as a
-    /// run: atom packets, and address packets whose address is stored
-    /// only once the sink takes it. Returns how many bytes the sink took,
-    /// leaving the packet fields as the last packet taken would have.
+    /// Offer the packets from `data[start]` to the sink as a run, in the
+    /// stretch `span` gives (as `span_from` gives it) and those after it:
+    /// atom packets, address packets whose address is stored only once the
+    /// sink takes it, and cycle counts. Returns how many bytes the sink
+    /// took, leaving the packet fields as the last packet taken would have.
     // Out of line: inlined, the run's loop made the one-by-one loop's frame
     // larger for every packet.
     #[inline(never)]
-    fn offer_run<F: PacketSink>(&mut self, sink: &mut F, run: &[u8], limit: usize, at: u64) -> usize {
+    fn offer_run<const SPANS: bool, F: PacketSink>(
+        &mut self,
+        sink: &mut F,
+        data: &[u8],
+        start: usize,
+        span: (usize, u64, usize),
+    ) -> usize {
         use PacketType as P;
         if !sink.run_begin() {
             return 0;
         }
-        let limit = limit.min(run.len());
-        let (mut pos, mut packets, mut last, mut last_atom) = (0, 0, 0, None);
-        while pos < limit {
+        let (mut k, mut base, mut next) = span;
+        let run = data;
+        let (mut pos, mut packets, mut last, mut last_atom) = (start, 0, start, None);
+        while pos < run.len() {
+            // Across stretches: frames of other trace IDs cut a framed
+            // trace ID's bytes into stretches of 15 or fewer.
+            if SPANS && pos >= next {
+                (k, base, next) = self.span_from(k, pos);
+            }
+            let at = base;
             let rest = &run[pos..];
             let n = match self.fast[rest[0] as usize] {
                 Fast::Atom(count, _, bits) => {
@@ -1568,8 +1580,8 @@ impl Etm4Parser {
             packets += 1;
         }
         if packets > 0 {
-            let index = at.wrapping_add(last as u64);
-            sink.run_end(packets, pos, index);
+            let index = if SPANS { self.at(last) } else { base.wrapping_add(last as u64) };
+            sink.run_end(packets, pos - start, index);
             self.pkt.ptype = match self.fast[run[last] as usize] {
                 Fast::Atom(_, ptype, _)
                 | Fast::ShortAddr(_, ptype)
@@ -1588,7 +1600,7 @@ impl Etm4Parser {
             self.pkt.index = index;
             self.pkt.offset = index;
         }
-        pos
+        pos - start
     }
 }
 
