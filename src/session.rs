@@ -841,7 +841,7 @@ fn push_etm4<F: FnMut(Event<'_>)>(
 }
 
 /// The parser's sink when packets are decoded and go nowhere: each packet
-/// counted in locals and decoded, and runs of atom and address packets
+/// counted in locals and decoded, and runs of atom, address and cycle count packets
 /// taken by the decoder in steps ([`Etm4Decoder::run_begin`]).
 struct QuietSink<'r, G> {
     decoder: &'r mut Etm4Decoder,

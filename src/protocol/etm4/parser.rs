@@ -114,7 +114,8 @@ pub trait PacketSink {
     fn packet(&mut self, packet: &Packet, raw: &[u8]) -> bool;
 
     /// A run of packets may follow that the sink can take in steps
-    /// ([`PacketSink::run_atom`], [`PacketSink::run_addr`]) instead of one
+    /// ([`PacketSink::run_atom`], [`PacketSink::run_addr`],
+    /// [`PacketSink::run_cc`]) instead of one
     /// [`Packet`] each: true if it takes them. Asked before the first
     /// packet of each run; a sink that only counts and replays committed
     /// atoms spends most of its time per packet on checks that hold for a
@@ -1349,8 +1350,7 @@ impl Etm4Parser {
             let (n, ptype, clear) = match self.fast[b as usize] {
                 Fast::Atom(count, ptype, bits) => {
                     // Followed by another atom, an address or a cycle
-                    // count, to a sink that takes runs: offered up to the
-                    // end of this stretch (whose bytes' indices follow on).
+                    // count, to a sink that takes runs: offered as a run.
                     // An atom alone costs a run's setup more than it saves.
                     if F::RUNS && rest.get(1).is_some_and(|&b1| self.fast[b1 as usize].may_run()) {
                         let taken = self.offer_run::<SPANS, F>(sink, data, pos, (k, base, next));
@@ -1489,19 +1489,18 @@ impl Etm4Parser {
             return 0;
         }
         let (mut k, mut base, mut next) = span;
-        let run = data;
         let (mut pos, mut packets, mut last, mut last_atom) = (start, 0, start, None);
-        while pos < run.len() {
+        while pos < data.len() {
             // Across stretches: frames of other trace IDs cut a framed
             // trace ID's bytes into stretches of 15 or fewer.
             if SPANS && pos >= next {
                 (k, base, next) = self.span_from(k, pos);
             }
-            let at = base;
-            let rest = &run[pos..];
+            let at = base.wrapping_add(pos as u64);
+            let rest = &data[pos..];
             let n = match self.fast[rest[0] as usize] {
                 Fast::Atom(count, _, bits) => {
-                    if !sink.run_atom(bits, count, at.wrapping_add(pos as u64)) {
+                    if !sink.run_atom(bits, count, at) {
                         break;
                     }
                     last_atom = Some(pos);
@@ -1544,7 +1543,7 @@ impl Etm4Parser {
                 // one by one.
                 Fast::CycleF3 if self.set.commit_opt1 => {
                     let cc = self.cc_threshold().wrapping_add((rest[0] & 0x3) as u32);
-                    if !sink.run_cc(cc, P::CycleCountF3, at.wrapping_add(pos as u64)) {
+                    if !sink.run_cc(cc, P::CycleCountF3, at) {
                         break;
                     }
                     self.cycle_scratch();
@@ -1555,7 +1554,7 @@ impl Etm4Parser {
                 Fast::CycleF2 if self.set.commit_opt1 => {
                     let Some(raw) = rest.get(..2) else { break };
                     let cc = self.cc_threshold().wrapping_add((raw[1] & 0xf) as u32);
-                    if !sink.run_cc(cc, P::CycleCountF2, at.wrapping_add(pos as u64)) {
+                    if !sink.run_cc(cc, P::CycleCountF2, at) {
                         break;
                     }
                     self.cycle_scratch();
@@ -1582,7 +1581,7 @@ impl Etm4Parser {
         if packets > 0 {
             let index = if SPANS { self.at(last) } else { base.wrapping_add(last as u64) };
             sink.run_end(packets, pos - start, index);
-            self.pkt.ptype = match self.fast[run[last] as usize] {
+            self.pkt.ptype = match self.fast[data[last] as usize] {
                 Fast::Atom(_, ptype, _)
                 | Fast::ShortAddr(_, ptype)
                 | Fast::Long32(_, ptype)
@@ -1593,7 +1592,7 @@ impl Etm4Parser {
                 _ => self.pkt.ptype,
             };
             // The atom fields, kept by the packets after an atom packet.
-            if let Some(Fast::Atom(count, _, bits)) = last_atom.map(|p: usize| self.fast[run[p] as usize]) {
+            if let Some(Fast::Atom(count, _, bits)) = last_atom.map(|p: usize| self.fast[data[p] as usize]) {
                 self.pkt.atom_bits = bits;
                 self.pkt.atom_count = count;
             }
