@@ -1364,11 +1364,7 @@ impl Etm4Parser {
                     (1, ptype, false)
                 }
                 Fast::ShortAddr(is, ptype) => {
-                    let n = match rest.get(1) {
-                        Some(&b1) if b1 & 0x80 == 0 => 2,
-                        Some(_) if rest.len() > 2 => 3,
-                        _ => break,
-                    };
+                    let Some(n) = short_addr_len(rest) else { break };
                     let (v, bits, _) = short_addr(&rest[1..n], is);
                     self.update_short_address(v, is, bits);
                     (n, ptype, false)
@@ -1507,11 +1503,7 @@ impl Etm4Parser {
                     1
                 }
                 Fast::ShortAddr(is, P::AddrShortIs0 | P::AddrShortIs1) => {
-                    let n = match rest.get(1) {
-                        Some(&b1) if b1 & 0x80 == 0 => 2,
-                        Some(_) if rest.len() > 2 => 3,
-                        _ => break,
-                    };
+                    let Some(n) = short_addr_len(rest) else { break };
                     let (v, bits, _) = short_addr(&rest[1..n], is);
                     let a = self.short_address(v, is, bits);
                     if !sink.run_addr(a.value, a.isa) {
@@ -1793,6 +1785,17 @@ fn short_addr(buf: &[u8], is: u8) -> (u32, u8, usize) {
         n = 2;
     }
     (v, bits + shift as u8, n)
+}
+
+/// The length of the short address packet at the start of `rest`, if it
+/// is all there: a payload byte with its top bit set has a second after it.
+#[inline(always)]
+fn short_addr_len(rest: &[u8]) -> Option<usize> {
+    match rest.get(1) {
+        Some(&b1) if b1 & 0x80 == 0 => Some(2),
+        Some(_) if rest.len() > 2 => Some(3),
+        _ => None,
+    }
 }
 
 #[inline]
