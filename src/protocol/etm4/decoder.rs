@@ -1122,16 +1122,17 @@ impl Etm4Decoder {
         true
     }
 
-    /// Begin a run of atom and address packets
+    /// Begin a run of atom, address and cycle count packets
     /// ([`PacketSink::run_begin`](super::parser::PacketSink::run_begin)),
     /// in a decode whose packets go nowhere: the run takes the packets that
     /// [`Etm4Decoder::take_packet`] would take at once, as it would take
     /// them, and stops before the first that needs the long way. Those are
     /// the atom packets it commits while idle
     /// ([`Etm4Decoder::commit_idle_atoms`]) or replays from the atom memo
-    /// ([`Etm4Decoder::replay_atoms`]), and the addresses it applies at
-    /// once ([`Etm4Decoder::addr_now`]). What those paths ask of the
-    /// options, and of the state none of them changes (the element stack,
+    /// ([`Etm4Decoder::replay_atoms`]), the addresses it applies at once
+    /// ([`Etm4Decoder::addr_now`]), and, where elements are only counted,
+    /// the cycle counts ([`Etm4Decoder::run_cc`]). What those paths ask of
+    /// the options, and of the state none of them changes (the element stack,
     /// the speculation depth, the resolution counts, the decode state, an
     /// exception waiting for its address), is asked here, once per run:
     /// per packet it was most of a replay's work. None when the run cannot
