@@ -4,7 +4,7 @@
 //! Like the A64 side, OpenCSD does not fully decode AArch32 instructions: it
 //! runs a fixed sequence of mask-and-compare tests and stops at the first that
 //! matches. Those masks are looser than the architecture in places (any
-//! data-processing instruction whose bits [15:12] name the PC is an indirect
+//! data-processing instruction whose bits \[15:12\] name the PC is an indirect
 //! branch, even where those bits are not a destination register) and miss some
 //! architectural branches (A32 `ERET`); the element decoder must see the same
 //! waypoints as OpenCSD, so the approximations are reproduced, not repaired.
@@ -18,22 +18,22 @@
 //!    PC in the list; LDR (immediate and literal, word, not byte) to the PC;
 //!    LDR (register) to the PC; MOV to the PC, register and register-shifted
 //!    forms, any S bit. Then three groups are *not* branches even if bits
-//!    [15:12] are 0b1111: the "miscellaneous" space (bits [27:23] = 0b00010,
+//!    \[15:12\] are 0b1111: the "miscellaneous" space (bits \[27:23\] = 0b00010,
 //!    bit 20 = 0, bit 7 = 0, which is where ERET, MRS, MSR (register), CLZ,
-//!    BKPT, HVC, SMC live), bits [27:23] = 0b00011 with bit 20 = 0 and bits
-//!    [7:4] = 0b1001 (store-exclusives), and MSR (immediate) and the hints.
+//!    BKPT, HVC, SMC live), bits \[27:23\] = 0b00011 with bit 20 = 0 and bits
+//!    \[7:4\] = 0b1001 (store-exclusives), and MSR (immediate) and the hints.
 //!    Finally any other data-processing immediate instruction with bits
-//!    [15:12] = 0b1111 is an indirect branch except TST, TEQ, CMP, CMN (so
-//!    MOVW and MOVT to the PC count), and anything at all in bits [27:25] =
-//!    0b000 with bits [15:12] = 0b1111 is one too (so multiplies whose
+//!    \[15:12\] = 0b1111 is an indirect branch except TST, TEQ, CMP, CMN (so
+//!    MOVW and MOVT to the PC count), and anything at all in bits \[27:25\] =
+//!    0b000 with bits \[15:12\] = 0b1111 is one too (so multiplies whose
 //!    accumulator field is 15, and the halfword, doubleword and exclusive
 //!    loads to the PC, count).
-//! 2. **Direct branch.** B and BL (bits [27:25] = 0b101, any condition but
-//!    0b1111) and BLX (immediate) (bits [31:25] = 0b1111101). The target is
+//! 2. **Direct branch.** B and BL (bits \[27:25\] = 0b101, any condition but
+//!    0b1111) and BLX (immediate) (bits \[31:25\] = 0b1111101). The target is
 //!    `pc + 8 + SignExtend(imm24:'00')`; for BLX the H bit (bit 24) is ORed in
 //!    as bit 1 and the next instruction set becomes T32. All arithmetic is
 //!    32-bit: the address wraps at 4 GiB as in OpenCSD.
-//! 3. **Barriers.** DSB, DMB and ISB (`0xf57xxxxx` with bits [7:4] = 4, 5, 6)
+//! 3. **Barriers.** DSB, DMB and ISB (`0xf57xxxxx` with bits \[7:4\] = 4, 5, 6)
 //!    and their CP15 forms (MCR/MCR2 p15, 0, Rt, c7, c10, 4 / c7, c10, 5 /
 //!    c7, c5, 4, any condition). ISB is always a waypoint; DSB and DMB only
 //!    with [`ArmOptions::dsb_dmb_waypoints`]. A barrier that is not a waypoint
@@ -44,7 +44,7 @@
 //!
 //! Link: BL, BLX (immediate), BLX (register); their subtype is
 //! [`InstrSubtype::BranchLink`]. Implied return ([`InstrSubtype::ImpliedReturn`])
-//! marks exactly: `BX LR` (bits [7:0] = 0x1e; `BLX LR` is a link instead),
+//! marks exactly: `BX LR` (bits \[7:0\] = 0x1e; `BLX LR` is a link instead),
 //! `LDMIA SP!, {..., pc}` without SP in the list, `LDR PC, [SP], #imm`
 //! (post-indexed, added offset), and `MOV PC, LR` (S = 0, no shift). No
 //! AArch32 instruction gets the exception-return subtype: `SUBS PC, LR, #imm`

@@ -42,7 +42,7 @@ pub use error::{PerfError, PerfWarning};
 pub enum TraceProtocol {
     /// ETMv3 (AUXTRACE_INFO magic 0x3030303030303030, ETMIDR not a PTM).
     Etm3,
-    /// PTM / PFT (same magic as ETMv3; ETMIDR bits [11:8] = 3, as perf's
+    /// PTM / PFT (same magic as ETMv3; ETMIDR bits \[11:8\] = 3, as perf's
     /// `cs_etm__get_v7_protocol_version` tells them apart).
     Ptm,
     /// ETMv4 (magic 0x4040404040404040).
@@ -69,7 +69,7 @@ pub enum TraceIdSource {
     /// A `PERF_RECORD_AUX_OUTPUT_HW_ID` record (type 21) of that CPU, as
     /// kernels that allocate IDs dynamically write (AUXTRACE_INFO version 2).
     HwIdRecord,
-    /// The TRCTRACEIDR / ETMTRACEIDR value of the header (bits [6:0]).
+    /// The TRCTRACEIDR / ETMTRACEIDR value of the header (bits \[6:0\]).
     Register,
 }
 
@@ -121,9 +121,9 @@ pub struct AuxtraceInfo {
     pub offset: u64,
     /// `CS_HEADER_VERSION`: 0, 1 or 2 (others are read with a warning).
     pub version: u64,
-    /// The cs_etm PMU's type number (`CS_PMU_TYPE_CPUS` bits [63:32]).
+    /// The cs_etm PMU's type number (`CS_PMU_TYPE_CPUS` bits \[63:32\]).
     pub pmu_type: u32,
-    /// CPU blocks announced (`CS_PMU_TYPE_CPUS` bits [31:0]).
+    /// CPU blocks announced (`CS_PMU_TYPE_CPUS` bits \[31:0\]).
     pub nr_cpus: u32,
     /// Recorded in snapshot mode (`CS_ETM_SNAPSHOT`).
     pub snapshot: bool,
@@ -290,7 +290,7 @@ fn hex(bytes: &[u8]) -> String {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MmapRecord {
     pub offset: u64,
-    /// The record header's `misc` (cpumode in bits [2:0]).
+    /// The record header's `misc` (cpumode in bits \[2:0\]).
     pub misc: u16,
     pub pid: u32,
     pub tid: u32,

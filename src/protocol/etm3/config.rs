@@ -86,7 +86,7 @@ impl Etm3Config {
         }
     }
 
-    /// The CoreSight trace ID (ETMTRACEIDR[6:0]).
+    /// The CoreSight trace ID (ETMTRACEIDR\[6:0\]).
     pub fn trace_id(&self) -> u8 {
         (self.etmtraceidr & 0x7f) as u8
     }
