@@ -327,6 +327,27 @@ impl MemoryImage {
         avail
     }
 
+    /// The addresses around `addr` that no region of `space` maps, as the
+    /// first and last of them, when `addr` is one: a read anywhere between
+    /// finds nothing. None when a region of `space` holds `addr` (or one
+    /// wraps past the top of the address space, which this does not
+    /// follow).
+    pub fn unmapped_around(&self, addr: u64, space: MemSpace) -> Option<(u64, u64)> {
+        let (mut lo, mut last) = (0u64, u64::MAX);
+        for r in self.regions.iter().filter(|r| r.len > 0 && r.space.overlaps(space)) {
+            if r.contains(addr) {
+                return None;
+            }
+            let end = r.start.checked_add(r.len - 1)?;
+            if end < addr {
+                lo = lo.max(end + 1);
+            } else {
+                last = last.min(r.start - 1);
+            }
+        }
+        Some((lo, last))
+    }
+
     /// The little-endian 32-bit word at `addr`, when all four bytes are mapped
     /// in one region.
     #[inline]
@@ -437,6 +458,32 @@ mod tests {
         assert_eq!(m.read_u32(0x1004, MemSpace::EL1N), None);
         assert_eq!(m.read_u16(0x1004, MemSpace::EL1N), Some(0x6655));
         assert_eq!(m.read_u32(0xfff, MemSpace::EL1N), None);
+    }
+
+    #[test]
+    fn unmapped_around_is_the_gap_between_regions_of_the_space() {
+        let mut m = MemoryImage::new();
+        m.add_bytes(0x1000, vec![0; 0x1000], MemSpace::ANY);
+        m.add_bytes(0x8000, vec![0; 0x1000], MemSpace::EL1N);
+        m.add_bytes(0x5000, vec![0; 0x10], MemSpace::S);
+        let n = MemSpace::EL1N;
+        assert_eq!(m.unmapped_around(0x5000, n), Some((0x2000, 0x7fff)));
+        assert_eq!(m.unmapped_around(0x2000, n), Some((0x2000, 0x7fff)));
+        assert_eq!(m.unmapped_around(0x7fff, n), Some((0x2000, 0x7fff)));
+        assert_eq!(m.unmapped_around(0xfff, n), Some((0, 0xfff)));
+        assert_eq!(m.unmapped_around(0x9000, n), Some((0x9000, u64::MAX)));
+        // Another space does not see the EL1N region, and sees its own.
+        assert_eq!(m.unmapped_around(0x9000, MemSpace::EL2), Some((0x2000, u64::MAX)));
+        assert_eq!(m.unmapped_around(0x5000, MemSpace::EL3), None);
+        assert_eq!(m.unmapped_around(0x4fff, MemSpace::EL3), Some((0x2000, 0x4fff)));
+        for a in [0x1000, 0x1ffc, 0x8000, 0x8fff] {
+            assert_eq!(m.unmapped_around(a, n), None, "{a:#x}");
+        }
+        // Every address of a gap reads nothing, for the space asked.
+        for a in [0x2000, 0x4000, 0x7ffc, 0x7fff, 0x9000, u64::MAX - 3] {
+            assert_eq!(m.read_u32(a, n), None, "{a:#x}");
+        }
+        assert_eq!(MemoryImage::new().unmapped_around(42, n), Some((0, u64::MAX)));
     }
 
     #[test]

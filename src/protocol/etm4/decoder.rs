@@ -312,6 +312,10 @@ pub struct PacketRun {
     cc: (u32, PacketType, u64),
     /// Elements were built (cycle counts): sent at the end.
     emitted: bool,
+    /// The memory space (of the context, which a run cannot change).
+    space: u8,
+    /// The decoder's [`Unmapped`] when it is of this space.
+    unmapped: Unmapped,
 }
 
 impl Default for PacketRun {
@@ -323,6 +327,8 @@ impl Default for PacketRun {
             cc_waits: false,
             cc: (0, PacketType::CycleCountF3, 0),
             emitted: false,
+            space: 0,
+            unmapped: Unmapped::default(),
         }
     }
 }
@@ -515,6 +521,29 @@ pub struct Etm4Decoder {
     /// Atom packets replayed from the memo (for tests and profiles).
     #[serde(skip)]
     memo_hits: u64,
+    /// Addresses the image does not map, learnt from the last atom packet
+    /// that was replayed to an inaccessible address at its start.
+    #[serde(skip)]
+    unmapped: Unmapped,
+}
+
+/// Addresses `lo` to `lo + span - 1` that no region of the image maps in
+/// memory space `space` (empty when `span` is 0). An atom packet whose walk
+/// starts there only meets an inaccessible address: what the atom memo would
+/// replay for it is known without looking there, and on juno_r1_1 most
+/// replays were those, each a read beyond the first-level cache.
+#[derive(Clone, Copy, Debug, Default)]
+struct Unmapped {
+    lo: u64,
+    span: u64,
+    space: u8,
+}
+
+impl Unmapped {
+    #[inline(always)]
+    fn holds(&self, addr: u64) -> bool {
+        addr.wrapping_sub(self.lo) < self.span
+    }
 }
 
 /// See [`Etm4Decoder::held`].
@@ -584,6 +613,7 @@ impl Decoder for Etm4Decoder {
         self.cfg = fresh.cfg;
         self.image = fresh.image;
         self.idec = fresh.idec;
+        self.unmapped = Unmapped::default();
     }
 
     /// The bounds a loaded state must meet (see [`crate::protocol::check_state`]):
@@ -676,6 +706,7 @@ impl Etm4Decoder {
             atom_memo: None,
             memo_watch: MemoWatch::default(),
             memo_hits: 0,
+            unmapped: Unmapped::default(),
         };
         d.reset_state();
         d.unsync_reason = UnsyncReason::InitDecoder;
@@ -1153,7 +1184,9 @@ impl Etm4Decoder {
         let replays = (self.core.counted.is_some() || (self.core.batched && self.core.merge_batches))
             && self.opts.instr_range_limit == 0
             && self.atom_memo.is_some();
-        Some(PacketRun { replays, counts: self.core.counted.is_some(), ..PacketRun::default() })
+        let space = self.mem_space().0;
+        let unmapped = if self.unmapped.space == space { self.unmapped } else { Unmapped::default() };
+        Some(PacketRun { replays, counts: self.core.counted.is_some(), space, unmapped, ..PacketRun::default() })
     }
 
     /// The run's next packet is an atom packet: true if it was taken. A
@@ -1183,14 +1216,52 @@ impl Etm4Decoder {
         if !self.memo_walk_ready() {
             return false;
         }
+        if run.unmapped.holds(self.walk.addr) {
+            self.run_cc_out(run);
+            self.replay_unmapped(count, index);
+            run.replayed = true;
+            return true;
+        }
         let set = AtomMemo::set(self.walk.addr, bits, count);
-        let (_, Some(slot)) = self.memo_find_key(bits, count, set) else {
+        let (_, Some(slot)) = self.memo_find_key(bits, count, set, run.space) else {
             return false;
         };
         self.run_cc_out(run);
-        self.replay_packet(slot, count, index);
+        if self.replay_packet(slot, count, index) {
+            self.learn_unmapped(run);
+        }
         run.replayed = true;
         true
+    }
+
+    /// An atom packet of `count` atoms at `index` whose walk starts where
+    /// the image maps nothing: replayed as the atom memo would replay it
+    /// (see [`AtomMemo`]), with no range, one inaccessible address, and an
+    /// address needed next. The first atom meets the address; the others
+    /// find an address needed and do nothing.
+    #[inline(always)]
+    fn replay_unmapped(&mut self, count: u8, index: u64) {
+        self.held.index = self.held.index.max(index);
+        let seq = self.next_seq;
+        self.next_seq += count as u64;
+        self.held.nacc += 1;
+        self.need_addr = true;
+        self.next_range_check = None;
+        self.memo_hits += 1;
+        self.last_committed_seq = Some(seq + count as u64 - 1);
+    }
+
+    /// The packet just replayed met an inaccessible address where its walk
+    /// started: the addresses around it that the image does not map are
+    /// learnt, for the run and for runs after it in the same memory space.
+    #[cold]
+    #[inline(never)]
+    fn learn_unmapped(&mut self, run: &mut PacketRun) {
+        self.unmapped = match self.image.unmapped_around(self.walk.addr, MemSpace(run.space)) {
+            Some((lo, last)) => Unmapped { lo, span: (last - lo).saturating_add(1), space: run.space },
+            None => Unmapped::default(),
+        };
+        run.unmapped = self.unmapped;
     }
 
     /// The run's next packet is an address packet giving `addr` in
@@ -1276,15 +1347,17 @@ impl Etm4Decoder {
     }
 
     /// Replay the atom packet of `count` atoms at `index` from entry `slot`
-    /// (found by `memo_find`), into the counts held.
+    /// (found by `memo_find`), into the counts held: true if its walk met
+    /// an inaccessible address where it started (see [`Etm4Decoder::replay`]).
     #[inline(always)]
-    fn replay_packet(&mut self, slot: usize, count: u8, index: u64) {
+    fn replay_packet(&mut self, slot: usize, count: u8, index: u64) -> bool {
         // A batch kept open has the index of its last packet.
         self.held.index = self.held.index.max(index);
         let seq = self.next_seq;
         self.next_seq += count as u64;
-        self.replay(slot);
+        let unmapped = self.replay(slot);
         self.last_committed_seq = Some(seq + count as u64 - 1);
+        unmapped
     }
 
     /// The atom memo's set for an atom packet at the walk's start. The
@@ -1303,13 +1376,12 @@ impl Etm4Decoder {
     /// tenth of its instructions.)
     #[inline(always)]
     fn memo_find(&self, pkt: &Packet, set: usize) -> (AtomMemo, Option<usize>) {
-        self.memo_find_key(pkt.atom_bits, pkt.atom_count, set)
+        self.memo_find_key(pkt.atom_bits, pkt.atom_count, set, self.mem_space().0)
     }
 
     /// [`Etm4Decoder::memo_find`] for an atom packet's pattern and count.
     #[inline(always)]
-    fn memo_find_key(&self, bits: u32, count: u8, set: usize) -> (AtomMemo, Option<usize>) {
-        let space = self.mem_space().0;
+    fn memo_find_key(&self, bits: u32, count: u8, set: usize, space: u8) -> (AtomMemo, Option<usize>) {
         let (addr, isa) = (self.walk.addr, self.walk.isa);
         let key = AtomMemo { addr, bits, count, isa, space, ..AtomMemo::EMPTY };
         let hit = match self.atom_memo.as_deref().map(|m| &m[set & (MEMO_SETS - 1)].0) {
@@ -1364,21 +1436,24 @@ impl Etm4Decoder {
     }
 
     /// Do what the atom packet remembered in entry `slot` (found by
-    /// `memo_find`) did.
+    /// `memo_find`) did: true if that was only to meet an inaccessible
+    /// address where its walk started (no range before it).
     #[inline(always)]
-    fn replay(&mut self, slot: usize) {
-        let Some(memo) = self.atom_memo.as_deref() else { return };
+    fn replay(&mut self, slot: usize) -> bool {
+        let Some(memo) = self.atom_memo.as_deref() else { return false };
         let m = &memo[(slot / 2) & (MEMO_SETS - 1)].0[slot & 1];
         self.held.ranges += m.ranges as u64;
         self.held.instructions += m.instructions as u64;
         for &addr in &m.pushed[..m.calls as usize] {
             self.rs.push(addr, m.isa);
         }
+        let mut unmapped = false;
         match m.end {
             MemoEnd::Walk => {}
             MemoEnd::Nacc => {
                 self.held.nacc += 1;
                 self.need_addr = true;
+                unmapped = m.ranges == 0;
             }
             MemoEnd::Indirect(eret) => {
                 self.need_addr = true;
@@ -1393,6 +1468,7 @@ impl Etm4Decoder {
         }
         self.next_range_check = m.check.then_some(m.end_addr);
         self.memo_hits += 1;
+        unmapped
     }
 
     /// Remember what the atom packet just committed did, from `before` (the
