@@ -314,8 +314,8 @@ pub struct PacketRun {
     emitted: bool,
     /// The memory space (of the context, which a run cannot change).
     space: u8,
-    /// The decoder's [`Unmapped`] when it is of this space.
-    unmapped: Unmapped,
+    /// The decoder's [`Unmapped`] gap when it is of this space.
+    unmapped: Gap,
 }
 
 impl Default for PacketRun {
@@ -328,7 +328,7 @@ impl Default for PacketRun {
             cc: (0, PacketType::CycleCountF3, 0),
             emitted: false,
             space: 0,
-            unmapped: Unmapped::default(),
+            unmapped: Gap::default(),
         }
     }
 }
@@ -527,19 +527,28 @@ pub struct Etm4Decoder {
     unmapped: Unmapped,
 }
 
-/// Addresses `lo` to `lo + span - 1` that no region of the image maps in
-/// memory space `space` (empty when `span` is 0). An atom packet whose walk
-/// starts there only meets an inaccessible address: what the atom memo would
-/// replay for it is known without looking there, and on juno_r1_1 most
-/// replays were those, each a read beyond the first-level cache.
+/// A gap of the image, in memory space `space`: see [`Gap`].
 #[derive(Clone, Copy, Debug, Default)]
 struct Unmapped {
-    lo: u64,
-    span: u64,
+    gap: Gap,
     space: u8,
 }
 
-impl Unmapped {
+/// Addresses `lo` to `lo + span - 1` that no region of the image maps (empty
+/// when `span` is 0). An atom packet whose walk starts there only meets an
+/// inaccessible address: what the atom memo would replay for it is known
+/// without looking there, and on juno_r1_1 most replays were those, each a
+/// read beyond the first-level cache. (Two words with no padding: a run
+/// copies it when it begins, and a copy of [`Unmapped`] with its padding
+/// bytes was two overlapping stores read back as one, a store-forwarding
+/// stall that cost a tenth of juno_r1_1's run time.)
+#[derive(Clone, Copy, Debug, Default)]
+struct Gap {
+    lo: u64,
+    span: u64,
+}
+
+impl Gap {
     #[inline(always)]
     fn holds(&self, addr: u64) -> bool {
         addr.wrapping_sub(self.lo) < self.span
@@ -1185,7 +1194,7 @@ impl Etm4Decoder {
             && self.opts.instr_range_limit == 0
             && self.atom_memo.is_some();
         let space = self.mem_space().0;
-        let unmapped = if self.unmapped.space == space { self.unmapped } else { Unmapped::default() };
+        let unmapped = if self.unmapped.space == space { self.unmapped.gap } else { Gap::default() };
         Some(PacketRun { replays, counts: self.core.counted.is_some(), space, unmapped, ..PacketRun::default() })
     }
 
@@ -1258,10 +1267,10 @@ impl Etm4Decoder {
     #[inline(never)]
     fn learn_unmapped(&mut self, run: &mut PacketRun) {
         self.unmapped = match self.image.unmapped_around(self.walk.addr, MemSpace(run.space)) {
-            Some((lo, last)) => Unmapped { lo, span: (last - lo).saturating_add(1), space: run.space },
+            Some((lo, last)) => Unmapped { gap: Gap { lo, span: (last - lo).saturating_add(1) }, space: run.space },
             None => Unmapped::default(),
         };
-        run.unmapped = self.unmapped;
+        run.unmapped = self.unmapped.gap;
     }
 
     /// The run's next packet is an address packet giving `addr` in
