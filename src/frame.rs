@@ -229,8 +229,9 @@ impl Run {
     }
 
     /// A frame's 15 data bytes, given as the unpacked frame's two halves
-    /// (see [`unpack`]; the last byte is the aux byte).
-    #[inline]
+    /// (see [`unpack`]; the last byte is the aux byte). Inlined: called, it
+    /// had the frame loop store and reload the run's fields for each frame.
+    #[inline(always)]
     fn add_frame(&mut self, sof: u64, frame_end: u64, (lo, hi): (u64, u64)) {
         if let Some(dst) = self.bytes.get_mut(self.len..self.len + FRAME_SIZE) {
             // Two 8-byte stores are cheaper than 15 bytes; the last byte is
@@ -246,12 +247,29 @@ impl Run {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push_span(&mut self, index: u64, frame_end: u64, len: usize) {
         self.spans[self.n] = (self.len, index);
         self.ends[self.n] = frame_end;
         self.len += len;
         self.n += 1;
+    }
+
+    /// A block of `len` bytes at `start` in a frame's unpacked data `out`
+    /// (see [`Blocks`]), copied as 16 bytes where the run has room for them
+    /// (the bytes past the block are overwritten by what follows, or lie
+    /// past the run's length): a copy of the block's own length was a call
+    /// to memcpy.
+    #[inline(always)]
+    fn add_block(&mut self, id: u8, index: u64, frame_end: u64, out: &[u8; 2 * FRAME_SIZE], start: usize, len: usize) {
+        match (self.bytes.get_mut(self.len..self.len + FRAME_SIZE), out.get(start..start + FRAME_SIZE)) {
+            (Some(dst), Some(src)) => {
+                self.id = id;
+                dst.copy_from_slice(src);
+                self.push_span(index, frame_end, len);
+            }
+            _ => self.add(id, index, frame_end, out.get(start..start + len).unwrap_or_default()),
+        }
     }
 
     fn add(&mut self, id: u8, index: u64, frame_end: u64, data: &[u8]) {
@@ -595,9 +613,9 @@ impl Deformatter {
         sof: u64,
         sink: &mut S,
     ) -> Flow {
-        let blocks = self.split_frame(f, sof);
+        let blocks = self.split_frame(f);
         for k in 0..blocks.n {
-            let (id, index, bytes) = blocks.get(k);
+            let (id, index, _, bytes) = blocks.get(k, sof);
             if self.deliver(id, index, bytes, sink) == Flow::Stop {
                 return Flow::Stop;
             }
@@ -623,12 +641,12 @@ impl Deformatter {
             run.add_frame(sof, end, unpack(f));
             return Flow::Continue;
         }
-        let blocks = self.split_frame(f, sof);
+        let blocks = self.split_frame(f);
         for k in 0..blocks.n {
-            let (id, index, bytes) = blocks.get(k);
+            let (id, index, start, bytes) = blocks.get(k, sof);
             let usable = !bytes.is_empty() && id != NO_ID;
             if usable && run.n > 0 && run.id == id && run.room(bytes.len()) {
-                run.add(id, index, end, bytes);
+                run.add_block(id, index, end, &blocks.out, start, bytes.len());
                 continue;
             }
             if self.flush_run(run, sink) == Flow::Stop {
@@ -636,7 +654,7 @@ impl Deformatter {
             }
             // The frame's last block goes on into the next frame.
             if usable && k + 1 == blocks.n && id == self.cur_id {
-                run.add(id, index, end, bytes);
+                run.add_block(id, index, end, &blocks.out, start, bytes.len());
             } else if self.deliver(id, index, bytes, sink) == Flow::Stop {
                 return Flow::Stop;
             }
@@ -645,65 +663,71 @@ impl Deformatter {
     }
 
     /// Cut a frame into its blocks and move to the ID in force after it.
-    #[inline]
-    fn split_frame(&mut self, f: &[u8; FRAME_SIZE], sof: u64) -> Blocks {
+    // Inlined: returned by value, the blocks were copied out through a call
+    // to memcpy for each frame with ID bytes.
+    #[inline(always)]
+    fn split_frame(&mut self, f: &[u8; FRAME_SIZE]) -> Blocks {
         let aux = f[15];
-        let mut b = Blocks { out: [0; FRAME_DATA], ids: [self.cur_id; 8], idx: [sof; 8], starts: [0; 9], n: 1 };
+        let mut b = Blocks { out: [0; 2 * FRAME_SIZE], ids: [self.cur_id; 8], offs: [0; 8], starts: [0; 16], n: 1 };
         if !has_id(f) {
             // No ID bytes: one block of 15 data bytes for the current ID.
             let (lo, hi) = unpack(f);
             b.out[..8].copy_from_slice(&lo.to_le_bytes());
-            b.out[8..].copy_from_slice(&hi.to_le_bytes()[..FRAME_DATA - 8]);
-            b.starts[1] = FRAME_DATA;
+            b.out[8..16].copy_from_slice(&hi.to_le_bytes());
+            b.starts[1] = FRAME_DATA as u8;
             return b;
         }
+        // The indices are masked to the arrays' sizes, which they never
+        // reach (15 bytes and 8 blocks at most per frame): the bounds checks
+        // were a sixth of this loop.
         let mut len = 0usize;
         let mut cur = self.cur_id;
-        let nb = &mut b.n;
-        let (out, ids, idx, starts) = (&mut b.out, &mut b.ids, &mut b.idx, &mut b.starts);
+        let mut nb = 1usize;
+        let (out, ids, offs, starts) = (&mut b.out, &mut b.ids, &mut b.offs, &mut b.starts);
         for p in 0..7 {
             let i = 2 * p;
             let byte = f[i];
             let flag = (aux >> p) & 1;
             if byte & 1 == 0 {
-                out[len] = byte | flag;
-                out[len + 1] = f[i + 1];
+                out[len & 31] = byte | flag;
+                out[(len + 1) & 31] = f[i + 1];
                 len += 2;
                 continue;
             }
             let new_id = byte >> 1;
             if new_id == cur {
-                out[len] = f[i + 1];
+                out[len & 31] = f[i + 1];
                 len += 1;
                 continue;
             }
             let delayed = flag != 0;
             if delayed {
-                out[len] = f[i + 1];
+                out[len & 31] = f[i + 1];
                 len += 1;
             }
             cur = new_id;
-            if len > starts[*nb - 1] {
-                starts[*nb] = len;
-                ids[*nb] = cur;
-                idx[*nb] = sof.wrapping_add(i as u64);
-                *nb += 1;
+            if len > starts[(nb - 1) & 15] as usize {
+                starts[nb & 15] = len as u8;
+                ids[nb & 7] = cur;
+                offs[nb & 7] = i as u8;
+                nb += 1;
             } else {
-                ids[*nb - 1] = cur;
+                ids[(nb - 1) & 7] = cur;
             }
             if !delayed {
-                out[len] = f[i + 1];
+                out[len & 31] = f[i + 1];
                 len += 1;
             }
         }
         if f[14] & 1 != 0 {
             cur = f[14] >> 1;
         } else {
-            out[len] = f[14] | (aux >> 7);
+            out[len & 31] = f[14] | (aux >> 7);
             len += 1;
         }
+        b.n = nb;
         self.cur_id = cur;
-        starts[*nb] = len;
+        b.starts[nb & 15] = len as u8;
         b
     }
 
@@ -983,18 +1007,24 @@ fn clean_frame(bytes: &[u8]) -> Option<[u8; FRAME_SIZE]> {
 }
 
 /// A frame cut into blocks: block k is `out[starts[k]..starts[k + 1]]`,
-/// for ID `ids[k]` at index `idx[k]`.
+/// for ID `ids[k]` at index `offs[k]` past the frame's start. (Bytes, and
+/// `out` twice a frame long so that any block can be copied as a whole
+/// frame's 16 bytes: see [`Run::add_block`].)
 struct Blocks {
-    out: [u8; FRAME_DATA],
+    out: [u8; 2 * FRAME_SIZE],
     ids: [u8; 8],
-    idx: [u64; 8],
-    starts: [usize; 9],
+    offs: [u8; 8],
+    starts: [u8; 16],
     n: usize,
 }
 
 impl Blocks {
-    fn get(&self, k: usize) -> (u8, u64, &[u8]) {
-        (self.ids[k], self.idx[k], &self.out[self.starts[k]..self.starts[k + 1]])
+    /// Block `k` of the frame at `sof`: its ID, index, offset in `out` and
+    /// data.
+    #[inline(always)]
+    fn get(&self, k: usize, sof: u64) -> (u8, u64, usize, &[u8]) {
+        let (start, end) = (self.starts[k] as usize, self.starts[k + 1] as usize);
+        (self.ids[k], sof.wrapping_add(self.offs[k] as u64), start, self.out.get(start..end).unwrap_or_default())
     }
 }
 
