@@ -332,3 +332,26 @@ fn reserved_headers_are_errors_and_parsing_goes_on() {
     assert_eq!(v[0].pkt.err_header, 0x08);
     assert_eq!(v[1].ptype, PacketType::AtomF1);
 }
+
+/// Every atom header carries at least one atom: a run's decoder takes that
+/// for granted (`Etm4Decoder::run_atom`), and a header that gave none
+/// would go to the byte-wise machine instead.
+#[test]
+fn every_atom_header_carries_atoms() {
+    use PacketType as P;
+    let mut atoms = 0;
+    for cfg in [ete(), etm40()] {
+        for b in 0..=255u8 {
+            let mut all = SYNC.to_vec();
+            all.push(b);
+            for s in parse_chunked(&cfg, &all, all.len()).iter().skip(2) {
+                if matches!(s.ptype, P::AtomF1 | P::AtomF2 | P::AtomF3 | P::AtomF4 | P::AtomF5 | P::AtomF6) {
+                    assert!(s.pkt.atom_count > 0, "header {b:#04x}: {}", s.text);
+                    atoms += 1;
+                }
+            }
+        }
+    }
+    // F1 2, F2 4, F3 8, F4 4, F5 4 and F6 42 headers (ETMv4.0 and ETE alike).
+    assert_eq!(atoms, 2 * (2 + 4 + 8 + 4 + 4 + 42));
+}

@@ -1202,28 +1202,40 @@ impl Etm4Decoder {
     /// declined packet may have had the return stack pop a replay starts
     /// with done, as `replay_atoms` leaves it when the memo has no entry.
     #[inline(always)]
+    /// `count` is never 0: the parser's fast table leaves atom headers
+    /// that give no atoms to the byte-wise machine.
     pub fn run_atom<F: FnMut(DecoderOutput<'_>)>(&mut self, run: &mut PacketRun, bits: u32, count: u8, index: u64, sink: &mut F) -> bool {
-        if count == 0 {
-            return false;
-        }
-        if (self.need_addr || self.need_ctxt) && !self.rs.pop_pending {
-            // As commit_idle_atoms (or, after a cycle count, as
-            // commit_atoms_now, which finds nothing to walk).
-            self.run_cc_out(run);
+        debug_assert!(count > 0);
+        // Each test once on the common way (no pop due): asked again in
+        // memo_walk_ready, they were a sixth of a replay's instructions.
+        if self.rs.pop_pending {
+            if !run.replays {
+                return false;
+            }
             self.core.index_curr = index;
-            self.commit_idle(count);
-            return true;
-        }
-        if !run.replays {
-            return false;
-        }
-        self.core.index_curr = index;
-        // `pop_first`, whose option test the run made.
-        if self.rs.pop_pending && self.rs.entries > 0 {
-            self.return_stack_pop(sink);
-        }
-        if !self.memo_walk_ready() {
-            return false;
+            // `pop_first`, whose option test the run made.
+            if self.rs.entries > 0 {
+                self.return_stack_pop(sink);
+            }
+            if !self.memo_walk_ready() {
+                return false;
+            }
+        } else {
+            if self.need_addr || self.need_ctxt {
+                // As commit_idle_atoms (or, after a cycle count, as
+                // commit_atoms_now, which finds nothing to walk).
+                self.run_cc_out(run);
+                self.core.index_curr = index;
+                self.commit_idle(count);
+                return true;
+            }
+            if !run.replays {
+                return false;
+            }
+            self.core.index_curr = index;
+            if !self.memo_walk_placed() {
+                return false;
+            }
         }
         if run.unmapped.holds(self.walk.addr) {
             self.run_cc_out(run);
@@ -1412,11 +1424,14 @@ impl Etm4Decoder {
     /// The part of [`Etm4Decoder::memo_ready`] that a replay can change.
     #[inline(always)]
     fn memo_walk_ready(&self) -> bool {
-        !self.need_ctxt
-            && !self.need_addr
-            && !self.rs.pop_pending
-            && self.walk.isa != Isa::T32
-            && self.next_range_check.is_none_or(|c| c == self.walk.addr)
+        !self.need_ctxt && !self.need_addr && !self.rs.pop_pending && self.memo_walk_placed()
+    }
+
+    /// The part of [`Etm4Decoder::memo_walk_ready`] about where the walk
+    /// stands (not a T32 walk, not off a pending range check).
+    #[inline(always)]
+    fn memo_walk_placed(&self) -> bool {
+        self.walk.isa != Isa::T32 && self.next_range_check.is_none_or(|c| c == self.walk.addr)
     }
 
     /// The first atom's return stack pop, done before the atom memo is asked

@@ -1638,10 +1638,12 @@ fn build_fast_table(table: &[(PacketType, Handler); 256]) -> [Fast; 256] {
     let mut f = [Fast::Slow; 256];
     for (b, &(t, h)) in table.iter().enumerate() {
         f[b] = match h {
-            Handler::Atom => {
-                let (bits, count) = atom_pattern(t, b as u8);
-                Fast::Atom(count, t, bits)
-            }
+            Handler::Atom => match atom_pattern(t, b as u8) {
+                // Reserved format 5 patterns give no atoms: byte-wise, so
+                // that a run never meets an atom packet without atoms.
+                (_, 0) => Fast::Slow,
+                (bits, count) => Fast::Atom(count, t, bits),
+            },
             Handler::ShortAddr => Fast::ShortAddr(matches!(t, P::AddrShortIs1 | P::SrcAddrShortIs1) as u8, t),
             Handler::LongAddr => {
                 let is = matches!(t, P::AddrL32Is1 | P::SrcAddrL32Is1 | P::AddrL64Is1 | P::SrcAddrL64Is1) as u8;
