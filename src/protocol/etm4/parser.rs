@@ -1263,18 +1263,16 @@ impl Etm4Parser {
     /// The address a 32-bit address packet gives (not yet stored).
     #[inline(always)]
     fn address_32(&self, v: u32, is: u8) -> Address {
-        let mut a = self.pkt.addr;
-        a.pkt_bits = 32;
-        if self.pkt.context_valid && self.pkt.context.sf {
-            a.is_64bit = true;
-            a.value = (a.value & !0xffff_ffff) | v as u64;
+        // Built whole rather than changed in a copy of the last address:
+        // the copy carried its padding bytes along, loaded and stored again
+        // with every address packet.
+        let old = &self.pkt.addr;
+        let (value, is_64bit) = if self.pkt.context_valid && self.pkt.context.sf {
+            ((old.value & !0xffff_ffff) | v as u64, true)
         } else {
-            a.value = v as u64;
-            a.is_64bit = false;
-        }
-        a.valid_bits = a.valid_bits.max(32);
-        a.isa = is;
-        a
+            (v as u64, false)
+        };
+        Address { value, valid_bits: old.valid_bits.max(32), pkt_bits: 32, is_64bit, isa: is }
     }
 
     fn update_short_address(&mut self, v: u32, is: u8, bits: u8) {
@@ -1284,13 +1282,16 @@ impl Etm4Parser {
     /// The address a short address packet gives (not yet stored).
     #[inline(always)]
     fn short_address(&self, v: u32, is: u8, bits: u8) -> Address {
-        let mut a = self.pkt.addr;
+        // Built whole: see address_32.
+        let old = &self.pkt.addr;
         let mask = (1u64 << bits) - 1;
-        a.pkt_bits = bits;
-        a.valid_bits = a.valid_bits.max(bits);
-        a.value = (a.value & !mask) | (v as u64 & mask);
-        a.isa = is;
-        a
+        Address {
+            value: (old.value & !mask) | (v as u64 & mask),
+            valid_bits: old.valid_bits.max(bits),
+            pkt_bits: bits,
+            is_64bit: old.is_64bit,
+            isa: is,
+        }
     }
 
     fn set_exact_match(&mut self, idx: u8) {
