@@ -1035,6 +1035,17 @@ enum Slot {
     Skip,
 }
 
+/// Every chain of a runner: those of the trace IDs, then the unformatted
+/// buffer's. (Over the two fields, not the runner, so that its counters can
+/// be borrowed beside them.)
+fn chains_mut<'c>(slots: &'c mut [Slot], raw: &'c mut Option<Chain>) -> impl Iterator<Item = &'c mut Chain> {
+    let ids = slots.iter_mut().filter_map(|s| match s {
+        Slot::Chain(c) => Some(&mut **c),
+        _ => None,
+    });
+    ids.chain(raw.as_mut())
+}
+
 /// One chain's saved state: trace ID, parser state, decoder state.
 type SavedChain = (u8, Vec<u8>, Option<Vec<u8>>);
 
@@ -1146,11 +1157,7 @@ impl<'p> Runner<'p> {
     /// runs: their counts are in the events.
     pub fn take_tally(&mut self) -> Tally {
         let mut t = Tally::new(self.plan.sources.len());
-        let chains = self.slots.iter_mut().filter_map(|s| match s {
-            Slot::Chain(c) => Some(&mut **c),
-            _ => None,
-        });
-        for c in chains.chain(self.raw.as_mut()) {
+        for c in chains_mut(&mut self.slots, &mut self.raw) {
             if let (Some(ct), Some(st)) = (c.tally.as_deref_mut(), t.sources.get_mut(c.source)) {
                 st.add(ct);
                 *ct = SourceTally::default();
@@ -1177,11 +1184,7 @@ impl<'p> Runner<'p> {
 
     /// What the decoders counted themselves, into the run's counters.
     fn take_counted(&mut self) {
-        let chains = self.slots.iter_mut().filter_map(|s| match s {
-            Slot::Chain(c) => Some(&mut **c),
-            _ => None,
-        });
-        for c in chains.chain(self.raw.as_mut()) {
+        for c in chains_mut(&mut self.slots, &mut self.raw) {
             c.take_counted(&mut self.counts);
         }
     }

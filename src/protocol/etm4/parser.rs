@@ -1640,8 +1640,9 @@ fn build_fast_table(table: &[(PacketType, Handler); 256]) -> [Fast; 256] {
     for (b, &(t, h)) in table.iter().enumerate() {
         f[b] = match h {
             Handler::Atom => match atom_pattern(t, b as u8) {
-                // Reserved format 5 patterns give no atoms: byte-wise, so
-                // that a run never meets an atom packet without atoms.
+                // A header that gave no atoms (none of today's tables has
+                // one) would go byte-wise: a run never meets an atom packet
+                // without atoms (Etm4Decoder::run_atom counts on it).
                 (_, 0) => Fast::Slow,
                 (bits, count) => Fast::Atom(count, t, bits),
             },
