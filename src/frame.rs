@@ -207,6 +207,7 @@ pub fn run_as_blocks<S: FrameSink + ?Sized>(sink: &mut S, id: u8, spans: &[(usiz
 /// One trace ID's blocks gathered for [`FrameSink::run`]: the data of
 /// [`RUN_FRAMES`] frames at most (plus the part of a frame it may start
 /// with), on the stack.
+#[derive(Clone, Debug)]
 struct Run {
     id: u8,
     bytes: [u8; (RUN_FRAMES + 1) * FRAME_DATA + 1],
@@ -276,6 +277,57 @@ impl Run {
         self.id = id;
         self.bytes[self.len..self.len + data.len()].copy_from_slice(data);
         self.push_span(index, frame_end, data.len());
+    }
+}
+
+/// Most trace IDs with a run open at once in a gathering deformatter.
+const GATHER_RUNS: usize = 8;
+/// No run for this trace ID (see [`Gather::slot`]).
+const NO_RUN: u8 = 0xff;
+
+/// The runs of a gathering deformatter ([`Deformatter::set_gather`]): one
+/// per trace ID, each taking that ID's blocks whatever other IDs' data lies
+/// between them.
+#[derive(Clone, Debug)]
+struct Gather {
+    /// The IDs whose blocks may be gathered, by ID.
+    ids: [bool; 128],
+    /// The run of each ID (indexed by the whole byte, so that no ID, 0xff,
+    /// has none), or `NO_RUN`.
+    slot: [u8; 256],
+    runs: Vec<Run>,
+    /// Runs given out since all were last delivered.
+    used: usize,
+}
+
+impl Gather {
+    fn new(ids: &[u8]) -> Gather {
+        let mut g = Gather { ids: [false; 128], slot: [NO_RUN; 256], runs: Vec::new(), used: 0 };
+        for &id in ids {
+            g.ids[id as usize & 0x7f] = true;
+        }
+        g
+    }
+
+    /// The run of `id`, given out now if it has none; `None` when all are
+    /// given out (the caller delivers them all and asks again).
+    #[inline]
+    fn run_for(&mut self, id: u8) -> Option<usize> {
+        let s = self.slot[id as usize];
+        if s != NO_RUN {
+            return Some(s as usize);
+        }
+        if self.used == GATHER_RUNS {
+            return None;
+        }
+        let s = self.used;
+        if self.runs.len() <= s {
+            self.runs.push(Run::new());
+        }
+        self.used += 1;
+        self.slot[id as usize] = s as u8;
+        self.runs[s].id = id;
+        Some(s)
     }
 }
 
@@ -360,6 +412,8 @@ pub struct Deformatter {
     raw: Vec<u8>,
     /// First 8 bytes of trc_pkt_lister's read buffer (DSTREAM footers).
     lister_buf: [u8; 8],
+    /// Runs of several IDs at once, when the sink allows it.
+    gather: Option<Box<Gather>>,
 }
 
 impl Deformatter {
@@ -385,6 +439,7 @@ impl Deformatter {
             carry_len: 0,
             raw: Vec::new(),
             lister_buf: [0; 8],
+            gather: None,
         }
     }
 
@@ -400,14 +455,30 @@ impl Deformatter {
         }
     }
 
+    /// Gather the blocks of each of `ids` into runs across other IDs' data
+    /// (memory-aligned frames, without the raw monitor): a run holds up to
+    /// [`RUN_FRAMES`] blocks of one ID, the other IDs' data taken meanwhile
+    /// into their own runs, and every run is delivered before a push
+    /// returns. Each ID's data comes in its order, but the order across IDs
+    /// is no longer the buffer's: for a sink that only counts, and whose
+    /// caller decodes again in order when a sink stops (a stop in one ID
+    /// finds other IDs' later data taken). An interleaved capture of several
+    /// cores (blocks of a few bytes per ID) then costs a call per run rather
+    /// than per block. Empty `ids` turns it off.
+    pub fn set_gather(&mut self, ids: &[u8]) {
+        self.gather = (!ids.is_empty()).then(|| Box::new(Gather::new(ids)));
+    }
+
     /// Forget all state (OpenCSD `OCSD_OP_RESET`): the next push may start
     /// at any index, the current ID becomes unknown, TPIU modes search for a
     /// FSYNC again.
     pub fn reset(&mut self) {
         let (mode, raw_monitor) = (self.mode, self.raw_monitor);
         let raw = std::mem::take(&mut self.raw);
+        let gather = self.gather.take().map(|g| Box::new(Gather { ids: g.ids, ..Gather::new(&[]) }));
         *self = Deformatter::new(mode);
         self.raw_monitor = raw_monitor;
+        self.gather = gather;
         self.raw = raw;
         self.raw.clear();
     }
@@ -569,8 +640,19 @@ impl Deformatter {
         // delivered together; the raw monitor reports every frame before its
         // data, so it gets them one at a time.
         let batch = !self.raw_monitor;
-        let mut run = Run::new();
         let mut chunks = d.chunks_exact(FRAME_SIZE);
+        if batch {
+            if let Some(mut g) = self.gather.take() {
+                let flow = self.gather_frames(&mut chunks, &mut g, sink);
+                self.gather = Some(g);
+                if flow == Flow::Stop {
+                    return Flow::Stop;
+                }
+                self.keep_partial(chunks.remainder());
+                return Flow::Continue;
+            }
+        }
+        let mut run = Run::new();
         for chunk in &mut chunks {
             let Ok(frame) = <&[u8; FRAME_SIZE]>::try_from(chunk) else {
                 continue;
@@ -596,13 +678,102 @@ impl Deformatter {
         if self.flush_run(&mut run, sink) == Flow::Stop {
             return Flow::Stop;
         }
-        let rest = chunks.remainder();
+        self.keep_partial(chunks.remainder());
+        Flow::Continue
+    }
+
+    /// Keep the start of a frame that the next push completes.
+    fn keep_partial(&mut self, rest: &[u8]) {
         if !rest.is_empty() {
             self.frame[..rest.len()].copy_from_slice(rest);
             self.n = rest.len();
             self.sof = self.pos;
         }
-        Flow::Continue
+    }
+
+    /// The frames of a push gathered into runs per ID (see
+    /// [`Deformatter::set_gather`]), all delivered at the end.
+    fn gather_frames<S: FrameSink + ?Sized>(
+        &mut self,
+        chunks: &mut std::slice::ChunksExact<'_, u8>,
+        g: &mut Gather,
+        sink: &mut S,
+    ) -> Flow {
+        for chunk in chunks {
+            let Ok(f) = <&[u8; FRAME_SIZE]>::try_from(chunk) else {
+                continue;
+            };
+            let sof = self.pos;
+            let end = sof.wrapping_add(FRAME_SIZE as u64);
+            self.pos = end;
+            if !has_id(f) {
+                // The common case: a frame of an ID that has a run.
+                if let Some(run) = g.runs.get_mut(g.slot[self.cur_id as usize] as usize) {
+                    if run.room(FRAME_DATA) {
+                        run.add_frame(sof, end, unpack(f));
+                        continue;
+                    }
+                }
+            }
+            let blocks = self.split_frame(f);
+            for k in 0..blocks.n {
+                let (id, index, start, bytes) = blocks.get(k, sof);
+                if id == NO_ID || !g.ids[id as usize & 0x7f] {
+                    if self.deliver(id, index, bytes, sink) == Flow::Stop {
+                        return Flow::Stop;
+                    }
+                    continue;
+                }
+                if bytes.is_empty() {
+                    // After the ID's data before it, as each ID's data comes.
+                    if let Some(run) = g.runs.get_mut(g.slot[id as usize] as usize) {
+                        if self.flush_run(run, sink) == Flow::Stop {
+                            return Flow::Stop;
+                        }
+                    }
+                    if self.deliver(id, index, bytes, sink) == Flow::Stop {
+                        return Flow::Stop;
+                    }
+                    continue;
+                }
+                let s = match g.run_for(id) {
+                    Some(s) => s,
+                    None => {
+                        if self.flush_gathered(g, sink) == Flow::Stop {
+                            return Flow::Stop;
+                        }
+                        // All runs are free again.
+                        g.run_for(id).unwrap_or_default()
+                    }
+                };
+                let Some(run) = g.runs.get_mut(s) else {
+                    continue;
+                };
+                if !run.room(bytes.len()) && self.flush_run(run, sink) == Flow::Stop {
+                    return Flow::Stop;
+                }
+                run.add_block(id, index, end, &blocks.out, start, bytes.len());
+            }
+        }
+        self.flush_gathered(g, sink)
+    }
+
+    /// Deliver every run of `g` and free them.
+    fn flush_gathered<S: FrameSink + ?Sized>(&mut self, g: &mut Gather, sink: &mut S) -> Flow {
+        let used = std::mem::take(&mut g.used);
+        for run in g.runs.iter().take(used) {
+            g.slot[run.id as usize] = NO_RUN;
+        }
+        let mut flow = Flow::Continue;
+        for run in g.runs.iter_mut().take(used) {
+            if flow == Flow::Continue {
+                flow = self.flush_run(run, sink);
+            }
+            // After a stop the rest is dropped, as the data after it.
+            run.n = 0;
+            run.len = 0;
+        }
+        flow
     }
 
     /// Unpack one frame and deliver its blocks.

@@ -33,6 +33,8 @@ enum Outcome {
     Failed(std::mem::Discriminant<FrameError>, Option<FrameError>),
 }
 
+/// Push `data` cut at `cuts`, the deformatter gathering the blocks of
+/// `gather` (none when empty).
 fn run(
     mode: FrameMode,
     start: u64,
@@ -40,9 +42,11 @@ fn run(
     cuts: &[usize],
     raw: bool,
     stop_after: Option<usize>,
+    gather: &[u8],
 ) -> (Log, Outcome) {
     let mut d = Deformatter::new(mode);
     d.set_raw_monitor(raw);
+    d.set_gather(gather);
     let mut log = Log {
         stop_after,
         ..Log::default()
@@ -94,8 +98,59 @@ fn start_index() -> impl Strategy<Value = u64> {
     prop_oneof![Just(0u64), any::<u64>(), (0u64..4096)]
 }
 
+/// Frames of a few trace IDs taking turns every few bytes (as several
+/// cores' trace does), with now and then an empty block or data before any
+/// ID: enough blocks of one ID to fill a run, and more IDs than runs.
+fn interleaved_frames() -> impl Strategy<Value = Vec<u8>> {
+    let token = prop_oneof![
+        6 => any::<u8>().prop_map(|b| vec![b & 0xfe]),
+        2 => (1u8..12).prop_map(|id| vec![(id << 1) | 1]),
+        1 => any::<u8>().prop_map(|b| vec![b]),
+    ];
+    prop::collection::vec(token, 0..6000).prop_map(|t| t.concat())
+}
+
+/// Each trace ID's blocks, in the order they came.
+fn per_id(blocks: &[(u8, u64, Vec<u8>)]) -> std::collections::BTreeMap<u8, Vec<(u64, Vec<u8>)>> {
+    let mut m = std::collections::BTreeMap::<u8, Vec<(u64, Vec<u8>)>>::new();
+    for (id, index, bytes) in blocks {
+        m.entry(*id).or_default().push((*index, bytes.clone()));
+    }
+    m
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Gathered, each ID's blocks are the same and in the same order, and
+    /// the blocks of the IDs not gathered keep their order among
+    /// themselves; after a stop each ID has had a part of its blocks from
+    /// the start.
+    #[test]
+    fn gathering_keeps_each_ids_blocks(
+        start in start_index(),
+        data in interleaved_frames(),
+        cuts in prop::collection::vec(any::<usize>(), 0..6),
+        gather in prop::collection::vec(0u8..14, 0..12),
+        stop_after in prop::option::of(1usize..400),
+    ) {
+        let (plain, plain_out) = run(FrameMode::MemAligned, start, &data, &[], false, None, &[]);
+        let (got, got_out) = run(FrameMode::MemAligned, start, &data, &cuts, false, stop_after, &gather);
+        let (want, got_ids) = (per_id(&plain.blocks), per_id(&got.blocks));
+        let others = |l: &Log| -> Vec<(u8, u64, Vec<u8>)> {
+            l.blocks.iter().filter(|b| !gather.contains(&b.0)).cloned().collect()
+        };
+        if got_out == Outcome::Stopped {
+            for (id, blocks) in &got_ids {
+                let all = &want[id];
+                prop_assert!(blocks.len() <= all.len() && all[..blocks.len()] == blocks[..], "ID {:#x}", id);
+            }
+        } else {
+            prop_assert_eq!(&plain_out, &got_out);
+            prop_assert_eq!(&want, &got_ids);
+            prop_assert_eq!(others(&plain), others(&got));
+        }
+    }
 
     #[test]
     fn any_split_gives_same_blocks(
@@ -105,8 +160,8 @@ proptest! {
         cuts in prop::collection::vec(any::<usize>(), 0..12),
         stop_after in prop::option::of(1usize..20),
     ) {
-        let (whole, whole_out) = run(mode, start, &data, &[], false, stop_after);
-        let (split, split_out) = run(mode, start, &data, &cuts, true, stop_after);
+        let (whole, whole_out) = run(mode, start, &data, &[], false, stop_after, &[]);
+        let (split, split_out) = run(mode, start, &data, &cuts, true, stop_after, &[]);
         prop_assert_eq!(&whole.blocks, &split.blocks);
         prop_assert_eq!(whole_out, split_out);
         for (id, _, bytes) in &whole.blocks {
@@ -122,8 +177,8 @@ proptest! {
         data in prop::collection::vec(any::<u8>(), 0..700),
         cuts in prop::collection::vec(any::<usize>(), 0..8),
     ) {
-        let (whole, _) = run(mode, start, &data, &[], true, None);
-        let (split, _) = run(mode, start, &data, &cuts, false, None);
+        let (whole, _) = run(mode, start, &data, &[], true, None, &[]);
+        let (split, _) = run(mode, start, &data, &cuts, false, None, &[]);
         prop_assert_eq!(whole.blocks, split.blocks);
     }
 }

@@ -108,6 +108,40 @@ fn parallel_summary_equals_one_pass_on_repeated_etmv3_and_ptm() {
     repeated("TC2", 16, 1024, 8 * 1024);
 }
 
+/// A decoder that stops part way: the parallel summary gathers each ID's
+/// data across the others' (see `Deformatter::set_gather`), so when one
+/// stops the others have taken data past it; the summary counts again in
+/// one pass and gives the same counts and stop.
+#[test]
+fn parallel_summary_equals_one_pass_when_a_decoder_stops() {
+    let Some(root) = fixtures() else { return };
+    let plan = plan_of(&root.join("juno_r1_1")).expect("fixture plan");
+    let file = plan.open().unwrap();
+    let mut data = file.bytes().repeat(8);
+    // In the fifth copy, where the cores' data take turns every few bytes: a
+    // frame whose ID change to 0x11 in byte 12 is delayed and followed by one
+    // to 0x10, which gives 0x11 an empty block (a fatal data-path error). The
+    // data before it goes to ID 0, which nothing decodes.
+    let at = 4 * 65536 + 2048;
+    let mut frame = [0u8; 16];
+    frame[0] = 0x01;
+    frame[12] = (0x11 << 1) | 1;
+    frame[14] = (0x10 << 1) | 1;
+    frame[15] = 1 << 6;
+    data[at..at + 16].copy_from_slice(&frame);
+    let one = one_pass(&plan, &data);
+    assert!(one.stops.iter().any(|s| s.contains("zero-length data block for trace ID 0x11")), "no stop: {:?}", one.stops);
+    for part in [0, 32 * 1024] {
+        let par = in_parts(&plan, &data, 4096, part);
+        assert_same(&format!("juno_r1_1 x8 stopped (parts of {part})"), &one, &par);
+    }
+    // The gathering build saw the stop, which sends the summary to one pass.
+    let gathered = RunOptions { gather_ids: true, ..elements() };
+    let iopts = IndexOptions { interval: 4096, threads: 2, part: 32 * 1024, ..IndexOptions::default() };
+    let built = index::tally_fragments(&plan, &data, &[Fragment::whole(data.len())], &gathered, &iopts);
+    assert!(built.stop.is_some(), "the gathering build did not stop");
+}
+
 /// A perf.data: many AUX fragments, each decoded from fresh decoders, several
 /// at once; the same counts as one fragment after the other.
 #[test]

@@ -196,6 +196,7 @@ pub fn run(args: DecodeArgs) -> Result<ExitCode, CliError> {
         count_only: false,
         batched: false,
         quiet_packets: false,
+        gather_ids: false,
     };
     if let Some(pos) = &args.seek {
         let (plan, file) = &planned[0];

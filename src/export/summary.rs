@@ -121,7 +121,10 @@ impl DecodeCounts {
             return;
         }
         let iopts = summary_parts(iopts, fragments);
-        let built = index::tally_fragments(plan, data, fragments, opts, &iopts);
+        // Counts do not depend on the order across IDs, and a stop is counted
+        // again in order below.
+        let gathered = RunOptions { gather_ids: true, ..opts.clone() };
+        let built = index::tally_fragments(plan, data, fragments, &gathered, &iopts);
         match built.tally {
             Some(t) if built.stop.is_none() => {
                 self.absorb(plan, &t);
