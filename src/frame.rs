@@ -459,12 +459,16 @@ impl Deformatter {
     /// (memory-aligned frames, without the raw monitor): a run holds up to
     /// [`RUN_FRAMES`] blocks of one ID, the other IDs' data taken meanwhile
     /// into their own runs, and every run is delivered before a push
-    /// returns. Each ID's data comes in its order, but the order across IDs
-    /// is no longer the buffer's: for a sink that only counts, and whose
-    /// caller decodes again in order when a sink stops (a stop in one ID
-    /// finds other IDs' later data taken). An interleaved capture of several
-    /// cores (blocks of a few bytes per ID) then costs a call per run rather
-    /// than per block. Empty `ids` turns it off.
+    /// returns, and before any empty block. Each ID's data comes in its
+    /// order, but the order across IDs is no longer the buffer's: for a sink
+    /// that only counts. The blocks of other IDs come as they are found,
+    /// before the runs of data ahead of them, and must not stop the sink. A
+    /// sink that stops on an empty block stops where it would in order; one
+    /// that stops in a run finds other IDs' later data taken, so its caller
+    /// must decode again in order.
+    /// An interleaved capture of several cores (blocks of a few bytes per
+    /// ID) then costs a call per run rather than per block. Empty `ids`
+    /// turns it off.
     pub fn set_gather(&mut self, ids: &[u8]) {
         self.gather = (!ids.is_empty()).then(|| Box::new(Gather::new(ids)));
     }
@@ -718,19 +722,19 @@ impl Deformatter {
             let blocks = self.split_frame(f);
             for k in 0..blocks.n {
                 let (id, index, start, bytes) = blocks.get(k, sof);
-                if id == NO_ID || !g.ids[id as usize & 0x7f] {
+                if bytes.is_empty() {
+                    // A decoded ID's empty block stops the data path (unless
+                    // the sink recovers): all data before it first, so that
+                    // such a stop leaves each ID where one in order would.
+                    if self.flush_gathered(g, sink) == Flow::Stop {
+                        return Flow::Stop;
+                    }
                     if self.deliver(id, index, bytes, sink) == Flow::Stop {
                         return Flow::Stop;
                     }
                     continue;
                 }
-                if bytes.is_empty() {
-                    // After the ID's data before it, as each ID's data comes.
-                    if let Some(run) = g.runs.get_mut(g.slot[id as usize] as usize) {
-                        if self.flush_run(run, sink) == Flow::Stop {
-                            return Flow::Stop;
-                        }
-                    }
+                if id == NO_ID || !g.ids[id as usize & 0x7f] {
                     if self.deliver(id, index, bytes, sink) == Flow::Stop {
                         return Flow::Stop;
                     }

@@ -1474,16 +1474,19 @@ pub fn run<F: FnMut(Event<'_>)>(
     opts: &RunOptions,
     mut on_event: F,
 ) -> Result<RunSummary, SessionError> {
-    Ok(run_fragment(plan, data, &Fragment::whole(data.len()), opts, &mut on_event))
+    let mut tally = Tally::new(0);
+    Ok(run_fragment(plan, data, &Fragment::whole(data.len()), opts, &mut on_event, &mut tally))
 }
 
-/// Decode one fragment of `data` from fresh decoders.
+/// Decode one fragment of `data` from fresh decoders; what a run that only
+/// counts counted goes into `tally`.
 fn run_fragment<F: FnMut(Event<'_>)>(
     plan: &BufferPlan,
     data: &[u8],
     frag: &Fragment,
     opts: &RunOptions,
     on_event: &mut F,
+    tally: &mut Tally,
 ) -> RunSummary {
     let bytes = frag.bytes(data).unwrap_or(&[]);
     let mut r = Runner::for_fragment(plan, opts, frag);
@@ -1495,6 +1498,9 @@ fn run_fragment<F: FnMut(Event<'_>)>(
     // end-of-trace processing then.
     if r.feed(&bytes[..accepted], on_event) && accepted == bytes.len() {
         r.finish(on_event);
+    }
+    if opts.count_only {
+        tally.add(&r.take_tally());
     }
     let mut summary = r.summary(bytes.len() as u64);
     if accepted != bytes.len() && summary.frame_error.is_none() {
@@ -1513,11 +1519,25 @@ pub fn run_fragments<F: FnMut(Event<'_>)>(
     data: &[u8],
     fragments: &[Fragment],
     opts: &RunOptions,
-    mut on_event: F,
+    on_event: F,
 ) -> RunSummary {
+    count_fragments(plan, data, fragments, opts, on_event).0
+}
+
+/// [`run_fragments`], and in a run that only counts
+/// ([`RunOptions::count_only`]) what it counted per source (indexed as the
+/// plan's sources; the events still sent are not in it).
+pub fn count_fragments<F: FnMut(Event<'_>)>(
+    plan: &BufferPlan,
+    data: &[u8],
+    fragments: &[Fragment],
+    opts: &RunOptions,
+    mut on_event: F,
+) -> (RunSummary, Tally) {
     let mut total = RunSummary::default();
+    let mut tally = Tally::new(plan.sources.len());
     for frag in fragments {
-        let s = run_fragment(plan, data, frag, opts, &mut on_event);
+        let s = run_fragment(plan, data, frag, opts, &mut on_event, &mut tally);
         total.bytes_processed += s.bytes_processed;
         total.packets += s.packets;
         total.elements += s.elements;
@@ -1529,7 +1549,7 @@ pub fn run_fragments<F: FnMut(Event<'_>)>(
             total.fatal_at_end = s.fatal_at_end.map(|f| format!("fragment at 0x{:x}: {f}", frag.start));
         }
     }
-    total
+    (total, tally)
 }
 
 /// Decode `data` into packets only (no element decode).

@@ -10,11 +10,16 @@ struct Log {
     raw_events: usize,
     /// Stop after this many blocks (to exercise `Flow::Stop`).
     stop_after: Option<usize>,
+    /// Stop at an empty block, as a decoding sink does.
+    stop_on_empty: bool,
 }
 
 impl FrameSink for Log {
     fn data(&mut self, id: u8, index: u64, bytes: &[u8]) -> Flow {
         self.blocks.push((id, index, bytes.to_vec()));
+        if self.stop_on_empty && bytes.is_empty() {
+            return Flow::Stop;
+        }
         match self.stop_after {
             Some(n) if self.blocks.len() >= n => Flow::Stop,
             _ => Flow::Continue,
@@ -44,13 +49,17 @@ fn run(
     stop_after: Option<usize>,
     gather: &[u8],
 ) -> (Log, Outcome) {
-    let mut d = Deformatter::new(mode);
-    d.set_raw_monitor(raw);
-    d.set_gather(gather);
-    let mut log = Log {
+    let log = Log {
         stop_after,
         ..Log::default()
     };
+    run_into(log, mode, start, data, cuts, raw, gather)
+}
+
+fn run_into(mut log: Log, mode: FrameMode, start: u64, data: &[u8], cuts: &[usize], raw: bool, gather: &[u8]) -> (Log, Outcome) {
+    let mut d = Deformatter::new(mode);
+    d.set_raw_monitor(raw);
+    d.set_gather(gather);
     let mut bounds: Vec<usize> = cuts.iter().map(|&c| c % (data.len() + 1)).collect();
     bounds.push(0);
     bounds.push(data.len());
@@ -110,6 +119,35 @@ fn interleaved_frames() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(token, 0..6000).prop_map(|t| t.concat())
 }
 
+/// Whole frames of IDs 1 to 11 taking turns, some of them with an empty
+/// block (a delayed ID change in byte 12 followed by an ID in byte 14).
+fn frames_with_empty_blocks() -> impl Strategy<Value = Vec<u8>> {
+    let pair = prop_oneof![
+        3 => any::<u8>().prop_map(|b| b & 0xfe),
+        1 => (1u8..12).prop_map(|id| (id << 1) | 1),
+    ];
+    let frame = prop_oneof![
+        8 => (prop::collection::vec(pair, 8), prop::collection::vec(any::<u8>(), 7), any::<u8>()).prop_map(|(even, odd, aux)| {
+            let mut f = vec![0u8; 16];
+            for k in 0..7 {
+                f[2 * k] = even[k];
+                f[2 * k + 1] = odd[k];
+            }
+            f[14] = even[7];
+            f[15] = aux;
+            f
+        }),
+        1 => (1u8..12, 1u8..12, any::<u8>()).prop_map(|(a, b, d)| {
+            let mut f = vec![d & 0xfe; 16];
+            f[12] = (a << 1) | 1;
+            f[14] = (b << 1) | 1;
+            f[15] = 1 << 6;
+            f
+        }),
+    ];
+    prop::collection::vec(frame, 0..400).prop_map(|f| f.concat())
+}
+
 /// Each trace ID's blocks, in the order they came.
 fn per_id(blocks: &[(u8, u64, Vec<u8>)]) -> std::collections::BTreeMap<u8, Vec<(u64, Vec<u8>)>> {
     let mut m = std::collections::BTreeMap::<u8, Vec<(u64, Vec<u8>)>>::new();
@@ -150,6 +188,22 @@ proptest! {
             prop_assert_eq!(&want, &got_ids);
             prop_assert_eq!(others(&plain), others(&got));
         }
+    }
+
+    /// A sink that stops at an empty block stops there gathered too, each
+    /// ID having had all its blocks before it and none after.
+    #[test]
+    fn gathering_stops_at_an_empty_block_as_in_order(
+        start in start_index(),
+        data in frames_with_empty_blocks(),
+        cuts in prop::collection::vec(any::<usize>(), 0..6),
+        gather in prop::collection::vec(0u8..14, 0..12),
+    ) {
+        let sink = || Log { stop_on_empty: true, ..Log::default() };
+        let (plain, plain_out) = run_into(sink(), FrameMode::MemAligned, start, &data, &[], false, &[]);
+        let (got, got_out) = run_into(sink(), FrameMode::MemAligned, start, &data, &cuts, false, &gather);
+        prop_assert_eq!(&plain_out, &got_out);
+        prop_assert_eq!(per_id(&plain.blocks), per_id(&got.blocks));
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! start counts: per source packets, bytes, elements per kind, instructions
 //! and messages, and the skipped trace IDs; on every fixture cut into parts
 //! of two and five checkpoints, and on repeated captures of each protocol
-//! cut into many parts.
+//! cut into many parts. Packets only, the summary's count equals the one
+//! from events in the buffer's order.
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +60,8 @@ fn parallel_summary_equals_one_pass_on_every_fixture() {
             let par = in_parts(&plan, data, 1024, part);
             assert_same(&format!("{} (parts of {part})", dir.display()), &one, &par);
         }
+        let packets = packets_by_events(&plan, data);
+        assert_same(&format!("{} (packets)", dir.display()), &packets, &packets_counted(&plan, data));
         compared += 1;
         if data.len() > 2048 {
             multi_part += 1;
@@ -66,6 +69,21 @@ fn parallel_summary_equals_one_pass_on_every_fixture() {
     }
     assert!(compared >= 40, "only {compared} fixtures compared");
     assert!(multi_part >= 15, "only {multi_part} fixtures were cut into parts");
+}
+
+/// Packets only, counted the summary's way (in the parsers' chains, each
+/// ID's data gathered across the others') and from events in the buffer's
+/// order: the same counts, skipped IDs and stops.
+fn packets_by_events(plan: &BufferPlan, data: &[u8]) -> DecodeCounts {
+    let mut c = DecodeCounts::default();
+    c.count(plan, data, &[Fragment::whole(data.len())], &RunOptions::default());
+    c
+}
+
+fn packets_counted(plan: &BufferPlan, data: &[u8]) -> DecodeCounts {
+    let mut c = DecodeCounts::default();
+    c.count_parallel(plan, data, &[Fragment::whole(data.len())], &RunOptions::default(), &IndexOptions::default());
+    c
 }
 
 /// A fixture's buffer repeated in memory, counted in one pass and in parts.
@@ -135,6 +153,11 @@ fn parallel_summary_equals_one_pass_when_a_decoder_stops() {
         let par = in_parts(&plan, &data, 4096, part);
         assert_same(&format!("juno_r1_1 x8 stopped (parts of {part})"), &one, &par);
     }
+    // Packets only, gathered: the deformatter delivers what it gathered
+    // before the empty block, so the stop comes where it does in order.
+    let want = packets_by_events(&plan, &data);
+    assert!(want.stops.iter().any(|s| s.contains("zero-length")), "no stop: {:?}", want.stops);
+    assert_same("juno_r1_1 x8 stopped (packets)", &want, &packets_counted(&plan, &data));
     // The gathering build saw the stop, which sends the summary to one pass.
     let gathered = RunOptions { gather_ids: true, ..elements() };
     let iopts = IndexOptions { interval: 4096, threads: 2, part: 32 * 1024, ..IndexOptions::default() };

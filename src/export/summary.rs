@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use crate::element::{self, KIND_NAMES};
 use crate::index::{self, IndexOptions};
 use crate::session::tally::{SourceTally, Tally};
-use crate::session::{run_fragments, BufferPlan, Fragment, RunOptions, RunSummary, Source};
+use crate::session::{count_fragments, BufferPlan, Fragment, RunOptions, RunSummary, Source};
 
 /// Counts for one trace source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,7 +95,8 @@ impl DecodeCounts {
     /// add up by source name.
     pub fn count(&mut self, plan: &BufferPlan, data: &[u8], fragments: &[Fragment], opts: &RunOptions) -> RunSummary {
         let mut tally = Tally::new(plan.sources.len());
-        let summary = run_fragments(plan, data, fragments, opts, |ev| tally.event(&plan.sources, &ev));
+        let (summary, counted) = count_fragments(plan, data, fragments, opts, |ev| tally.event(&plan.sources, &ev));
+        tally.add(&counted);
         self.absorb(plan, &tally);
         self.bytes_processed += summary.bytes_processed;
         if let Some(e) = &summary.frame_error {
@@ -116,8 +117,11 @@ impl DecodeCounts {
     pub fn count_parallel(&mut self, plan: &BufferPlan, data: &[u8], fragments: &[Fragment], opts: &RunOptions, iopts: &IndexOptions) {
         if !opts.elements {
             // Packets only: the parser alone, quick enough on one core, and
-            // the build always decodes elements.
-            self.count(plan, data, fragments, opts);
+            // the build always decodes elements. Counted in the chains, and
+            // gathered across IDs: without decoders nothing stops a run but
+            // an empty block, before which the deformatter delivers all it
+            // gathered, so the counts and the stop are those in order.
+            self.count(plan, data, fragments, &RunOptions { count_only: true, gather_ids: true, ..opts.clone() });
             return;
         }
         let iopts = summary_parts(iopts, fragments);
