@@ -465,10 +465,9 @@ impl Deformatter {
     /// before the runs of data ahead of them, and must not stop the sink. A
     /// sink that stops on an empty block stops where it would in order; one
     /// that stops in a run finds other IDs' later data taken, so its caller
-    /// must decode again in order.
-    /// An interleaved capture of several cores (blocks of a few bytes per
-    /// ID) then costs a call per run rather than per block. Empty `ids`
-    /// turns it off.
+    /// must decode again in order. An interleaved capture of several cores
+    /// (blocks of a few bytes per ID) then costs a call per run rather than
+    /// per block. Empty `ids` turns it off.
     pub fn set_gather(&mut self, ids: &[u8]) {
         self.gather = (!ids.is_empty()).then(|| Box::new(Gather::new(ids)));
     }
@@ -724,8 +723,9 @@ impl Deformatter {
                 let (id, index, start, bytes) = blocks.get(k, sof);
                 if bytes.is_empty() {
                     // A decoded ID's empty block stops the data path (unless
-                    // the sink recovers): all data before it first, so that
-                    // such a stop leaves each ID where one in order would.
+                    // the sink recovers): all data before it first (whatever
+                    // its ID: rare), so that such a stop leaves each ID
+                    // where one in order would.
                     if self.flush_gathered(g, sink) == Flow::Stop {
                         return Flow::Stop;
                     }

@@ -430,10 +430,13 @@ pub struct RunOptions {
     /// Each decoded trace ID's data of formatted frames may reach its decoder
     /// in runs that skip over other IDs' data
     /// ([`Deformatter::set_gather`]): the order across IDs is lost, and a
-    /// decoder that stops finds other IDs' later data already taken. For a
-    /// run that only counts, and is decoded again in order when it stops
-    /// (the parallel summary). A capture of several interleaved cores then
-    /// costs a call per run of up to 64 blocks rather than one per block.
+    /// decoder that stops finds other IDs' later data already taken (a stop
+    /// on an empty block excepted: everything before it is delivered
+    /// first). For a run that only counts: one that decodes elements, and
+    /// is decoded again in order when it stops (the parallel summary), or
+    /// one of packets only, which nothing else stops (the summary of
+    /// packets). A capture of several interleaved cores then costs a call
+    /// per run of up to 64 blocks rather than one per block.
     pub gather_ids: bool,
 }
 

@@ -3,12 +3,15 @@
 //! Input layout: `[mode, split_a, split_b, data...]`.
 //! * `mode` bits 0-2 pick the [`FrameMode`], bit 3 turns the raw monitor on,
 //!   bit 4 pushes the data in three pieces instead of two, bit 5 makes the
-//!   sink answer `Flow::Stop` after `split_b % 16` blocks.
+//!   sink answer `Flow::Stop` after `split_b % 16` blocks, bit 6 has the
+//!   deformatter gather the blocks of half the trace IDs (picked by
+//!   `split_b`) into runs across the others' (no stop then).
 //! * `split_a` / `split_b` place the cuts, as fractions of the data length.
 //!
 //! Besides never panicking, the demultiplexer must deliver the same blocks
 //! (and end in the same kind of error) however the data is split, and every block
-//! must carry a 7-bit ID and fit inside the stream it came from.
+//! must carry a 7-bit ID and fit inside the stream it came from. Gathered,
+//! each ID's blocks are the same, in the same order.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -75,9 +78,11 @@ fn run(
     stop_after: Option<usize>,
     data: &[u8],
     cuts: &[usize],
+    gather: &[u8],
 ) -> Outcome {
     let mut demux = Deformatter::new(mode);
     demux.set_raw_monitor(raw);
+    demux.set_gather(gather);
     let mut sink = Recorder {
         blocks: Vec::new(),
         stop_after,
@@ -127,8 +132,20 @@ fuzz_target!(|input: &[u8]| {
         cuts.push(c1 + b * (len - c1) / 256);
     }
 
-    let split = run(mode, raw, stop_after, data, &cuts);
-    let whole = run(mode, false, stop_after, data, &[]);
+    let split = run(mode, raw, stop_after, data, &cuts, &[]);
+    let whole = run(mode, false, stop_after, data, &[], &[]);
+    if sel & 0x40 != 0 && stop_after.is_none() {
+        let ids: Vec<u8> = (0..0x80u8).filter(|id| (id ^ b as u8) & 1 == 0).collect();
+        let gathered = run(mode, raw, None, data, &cuts, &ids);
+        let per_id = |o: &Outcome, id: u8| -> Vec<(u64, Vec<u8>)> {
+            o.blocks.iter().filter(|x| x.0 == id).map(|x| (x.1, x.2.clone())).collect()
+        };
+        for id in 0..0x80u8 {
+            assert_eq!(per_id(&gathered, id), per_id(&whole, id), "gathered, ID {id:#x} got other blocks");
+        }
+        assert_eq!(gathered.blocks.len(), whole.blocks.len(), "gathered, blocks of no ID delivered");
+        assert_eq!(gathered.error, split.error, "gathered, another error");
+    }
 
     assert_eq!(
         split.blocks, whole.blocks,
