@@ -206,7 +206,8 @@ pub fn run_as_blocks<S: FrameSink + ?Sized>(sink: &mut S, id: u8, spans: &[(usiz
 
 /// One trace ID's blocks gathered for [`FrameSink::run`]: the data of
 /// [`RUN_FRAMES`] frames at most (plus the part of a frame it may start
-/// with), on the stack.
+/// with), on the stack of a push, or kept by a gathering deformatter
+/// ([`Gather`]).
 #[derive(Clone, Debug)]
 struct Run {
     id: u8,

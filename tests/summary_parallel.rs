@@ -71,15 +71,16 @@ fn parallel_summary_equals_one_pass_on_every_fixture() {
     assert!(multi_part >= 15, "only {multi_part} fixtures were cut into parts");
 }
 
-/// Packets only, counted the summary's way (in the parsers' chains, each
-/// ID's data gathered across the others') and from events in the buffer's
-/// order: the same counts, skipped IDs and stops.
+/// Packets only, counted from events in the buffer's order: what
+/// [`packets_counted`] must equal (counts, skipped IDs and stops).
 fn packets_by_events(plan: &BufferPlan, data: &[u8]) -> DecodeCounts {
     let mut c = DecodeCounts::default();
     c.count(plan, data, &[Fragment::whole(data.len())], &RunOptions::default());
     c
 }
 
+/// Packets only, counted the summary's way: in the parsers' chains, each
+/// ID's data gathered across the others'.
 fn packets_counted(plan: &BufferPlan, data: &[u8]) -> DecodeCounts {
     let mut c = DecodeCounts::default();
     c.count_parallel(plan, data, &[Fragment::whole(data.len())], &RunOptions::default(), &IndexOptions::default());
