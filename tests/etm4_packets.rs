@@ -355,3 +355,35 @@ fn every_atom_header_carries_atoms() {
     // F1 2, F2 4, F3 8, F4 4, F5 4 and F6 42 headers (ETMv4.0 and ETE alike).
     assert_eq!(atoms, 2 * (2 + 4 + 8 + 4 + 4 + 42));
 }
+
+/// A sink that refuses a packet stops the parse just after it, whichever
+/// way the packet was parsed (the fast loop hands atoms and short
+/// addresses over from their own arms to a closure): pushing the rest then
+/// gives the packets a parse without a stop gives.
+#[test]
+fn a_refused_packet_ends_the_push_just_after_it() {
+    let cfg = ete();
+    let mut all = SYNC.to_vec();
+    // Atoms (F1, F2, F3), short addresses of one and two bytes, a 64-bit
+    // long address, an exact match, cycle counts (F3, F2), an exception,
+    // a context packet.
+    all.extend_from_slice(&[0xf7, 0xd9, 0xf8, 0x95, 0x12, 0x95, 0x83, 0x04, 0xf6, 0x9d, 0, 0, 0, 0xc0, 0xff, 0xff, 0, 0]);
+    all.extend_from_slice(&[0xdb, 0x90, 0x10, 0x0c, 0x06, 0x06, 0x04, 0x80, 0xf6, 0xdc, 0x95, 0x20]);
+    let whole = parse_chunked(&cfg, &all, all.len());
+    assert!(whole.len() > 16);
+    for stop in 0..whole.len() {
+        let mut p = Etm4Parser::new(&cfg);
+        let mut got: Vec<(u64, Vec<u8>)> = Vec::new();
+        let used = p.push_until(0, &all, &mut |pkt: &Packet, raw: &[u8]| {
+            got.push((pkt.index, raw.to_vec()));
+            got.len() <= stop
+        });
+        assert_eq!(got.len(), stop + 1, "stop after packet {stop}");
+        let end = whole[stop].index as usize + whole[stop].raw.len();
+        assert_eq!(used, end, "stop after packet {stop} ({})", whole[stop].text);
+        p.push(used as u64, &all[used..], &mut |pkt: &Packet, raw: &[u8]| got.push((pkt.index, raw.to_vec())));
+        p.finish(&mut |pkt: &Packet, raw: &[u8]| got.push((pkt.index, raw.to_vec())));
+        let want: Vec<(u64, Vec<u8>)> = whole.iter().map(|s| (s.index, s.raw.clone())).collect();
+        assert_eq!(got, want, "stop after packet {stop}");
+    }
+}

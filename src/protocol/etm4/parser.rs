@@ -157,13 +157,22 @@ pub trait PacketSink {
 
     /// Whether the sink may take runs: the parser looks for them only then.
     const RUNS: bool = false;
+
+    /// Whether the sink is small enough to be inlined at more than one
+    /// place: the parser's fast loop then hands atom packets over from
+    /// their own arm, without the shared tail the other packets take.
+    const SMALL: bool = false;
 }
 
+// Closures are the light sinks (packet listings, counts); the session's
+// decoding sinks are structs.
 impl<F: FnMut(&Packet, &[u8]) -> bool> PacketSink for F {
     #[inline(always)]
     fn packet(&mut self, packet: &Packet, raw: &[u8]) -> bool {
         self(packet, raw)
     }
+
+    const SMALL: bool = true;
 }
 
 /// The ETMv4/ETE packet parser for one trace ID.
@@ -1362,12 +1371,29 @@ impl Etm4Parser {
                     }
                     self.pkt.atom_bits = bits;
                     self.pkt.atom_count = count;
+                    if F::SMALL {
+                        // Most packets of most captures: no tail to test.
+                        pos += 1;
+                        if !self.emit(sink, ptype, at, &rest[..1]) {
+                            self.stopped = true;
+                            break;
+                        }
+                        continue;
+                    }
                     (1, ptype, false)
                 }
                 Fast::ShortAddr(is, ptype) => {
                     let Some(n) = short_addr_len(rest) else { break };
                     let (v, bits, _) = short_addr(&rest[1..n], is);
                     self.update_short_address(v, is, bits);
+                    if F::SMALL {
+                        pos += n;
+                        if !self.emit(sink, ptype, at, &rest[..n]) {
+                            self.stopped = true;
+                            break;
+                        }
+                        continue;
+                    }
                     (n, ptype, false)
                 }
                 Fast::Long32(is, ptype) => {
