@@ -2,11 +2,13 @@
 //! (and later ELF segments), each mapped read-only from its file.
 //!
 //! Reads are the decoder's hot path, so the last region hit is remembered and
-//! tried first; consecutive instructions almost always fall in it.
+//! tried first; consecutive instructions almost always fall in it. Other
+//! reads search the regions sorted by address (snapshots of test suites map
+//! a hundred small dumps, and perf.data one region per mapped library).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use super::branchmap::{MapCounts, MapKey, MapStats, PlainRun, StopMap};
 use super::instr::{DecodeOptions, ItState};
@@ -72,6 +74,8 @@ pub struct RegionInfo {
 pub struct MemoryImage {
     regions: Vec<Region>,
     last_hit: LastHit,
+    /// The regions by address: built at the first search after a change.
+    lookup: OnceLock<Lookup>,
     /// What the regions' stop maps cost (shared by clones).
     map_stats: Arc<MapStats>,
     /// Walks step every instruction (to check the maps against).
@@ -118,6 +122,56 @@ impl LastHit {
     #[inline]
     fn set(&self, i: usize) {
         self.0.store(i, Ordering::Relaxed);
+    }
+}
+
+/// The regions sorted by start address, for the reads the last hit does
+/// not serve: a binary search, then a step back over the regions that may
+/// still reach the address (one, unless regions of disjoint memory spaces
+/// overlap).
+#[derive(Clone, Default)]
+struct Lookup {
+    /// Region numbers, by start address (then by number).
+    order: Vec<usize>,
+    /// The start address of each, in that order.
+    starts: Vec<u64>,
+    /// `reach[j]`: the highest last address of the regions `order[..=j]`.
+    reach: Vec<u64>,
+}
+
+impl Lookup {
+    fn new(regions: &[Region]) -> Lookup {
+        let mut order: Vec<usize> = (0..regions.len()).collect();
+        order.sort_by_key(|&i| (regions[i].start, i));
+        let starts = order.iter().map(|&i| regions[i].start).collect();
+        let mut high = 0u64;
+        let reach = order
+            .iter()
+            .map(|&i| {
+                let r = &regions[i];
+                high = high.max(r.start.saturating_add(r.len.saturating_sub(1)));
+                high
+            })
+            .collect();
+        Lookup { order, starts, reach }
+    }
+
+    /// The first region added that holds `addr` in a space overlapping
+    /// `space`, as a scan in the order they were added finds it.
+    fn find(&self, regions: &[Region], addr: u64, space: MemSpace) -> Option<usize> {
+        let mut best: Option<usize> = None;
+        let end = self.starts.partition_point(|&s| s <= addr);
+        for j in (0..end).rev() {
+            if self.reach[j] < addr {
+                break;
+            }
+            let i = self.order[j];
+            let r = regions.get(i)?;
+            if r.contains(addr) && r.space.overlaps(space) && best.is_none_or(|b| i < b) {
+                best = Some(i);
+            }
+        }
+        best
     }
 }
 
@@ -211,6 +265,7 @@ impl MemoryImage {
             elf_segment: false,
             stops: Arc::default(),
         });
+        self.lookup = OnceLock::new();
         Ok(note)
     }
 
@@ -230,6 +285,7 @@ impl MemoryImage {
             !same
         });
         self.last_hit.set(0);
+        self.lookup = OnceLock::new();
         gone
     }
 
@@ -259,6 +315,7 @@ impl MemoryImage {
                 elf_segment: false,
                 stops: Arc::default(),
             });
+            self.lookup = OnceLock::new();
         }
     }
 
@@ -310,7 +367,7 @@ impl MemoryImage {
                 return Some(r);
             }
         }
-        let i = self.regions.iter().position(|r| r.contains(addr) && r.space.overlaps(space))?;
+        let i = self.lookup.get_or_init(|| Lookup::new(&self.regions)).find(&self.regions, addr, space)?;
         self.last_hit.set(i);
         Some(&self.regions[i])
     }
@@ -445,6 +502,38 @@ mod tests {
         let p = dir.join(name);
         std::fs::write(&p, bytes).unwrap();
         p
+    }
+
+    /// The sorted lookup finds what a scan in the order the regions were
+    /// added finds, however they overlap (regions of memory given as bytes
+    /// are not checked for overlaps), at their edges, past the top of the
+    /// address space and where nothing is mapped.
+    #[test]
+    fn lookup_finds_the_first_region_added_as_a_scan_does() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let region = (0u64..0x400, 1u64..0x80, any::<u8>(), any::<bool>());
+        let mut runner = TestRunner::new(Config { cases: 500, ..Config::default() });
+        runner
+            .run(&(prop::collection::vec(region, 0..40), prop::collection::vec((0u64..0x500, any::<u8>()), 1..60)), |(regions, reads)| {
+                let mut m = MemoryImage::new();
+                for &(start, len, space, top) in &regions {
+                    // Some regions end at the top of the address space.
+                    let start = if top { u64::MAX - start } else { start };
+                    let len = if top { len.min(u64::MAX - start + 1) } else { len };
+                    m.add_bytes(start, vec![0; len as usize], MemSpace(space));
+                }
+                let lookup = Lookup::new(&m.regions);
+                for &(addr, space) in &reads {
+                    for addr in [addr, u64::MAX - addr] {
+                        let space = MemSpace(space);
+                        let scan = m.regions.iter().position(|r| r.contains(addr) && r.space.overlaps(space));
+                        prop_assert_eq!(lookup.find(&m.regions, addr, space), scan, "{:#x} in {:?}", addr, space);
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
     }
 
     #[test]

@@ -236,6 +236,11 @@ struct Range {
 /// one time in nine on collisions.
 const WALK_CACHE: usize = 8192;
 
+/// Entries of the cache of walks to a given address (exceptions walk to
+/// their return address), a power of two, direct-mapped. A few in unit
+/// tests, so that walks meet in their slots there.
+const TO_WALK_CACHE: usize = if cfg!(test) { 4 } else { 1024 };
+
 /// Entries of the atom memo (a power of two), in sets of two as the walk
 /// cache's. Direct-mapped, a repeated 64 KiB trace (juno_r1_1) missed one
 /// atom packet in ten on collisions, each miss a walk atom by atom and a
@@ -455,6 +460,18 @@ struct WalkCacheEntry {
     last: Option<InstrInfo>,
 }
 
+/// A walk from `start` that met `to` (the walk's `Found`), with the last
+/// instruction it decoded.
+#[derive(Clone, Copy)]
+struct ToWalkEntry {
+    start: u64,
+    to: u64,
+    isa: Isa,
+    space: u8,
+    count: u32,
+    last: InstrInfo,
+}
+
 /// The decoder for one trace source.
 ///
 /// Its decode state serializes ([`Decoder::save_state`]) so that an index
@@ -500,6 +517,8 @@ pub struct Etm4Decoder {
     last_committed_seq: Option<u64>,
     #[serde(skip, default = "empty_walk_cache")]
     walk_cache: Box<[WalkCacheEntry]>,
+    #[serde(skip, default = "empty_to_walk_cache")]
+    to_walk_cache: Box<[Option<ToWalkEntry>]>,
     /// Set while `commit_atoms_now` walks its atoms in a run that only
     /// counts: the ranges, inaccessible addresses and exception returns
     /// made there are counted in `held` instead of being built into `out`.
@@ -572,6 +591,10 @@ fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
         WALK_CACHE
     ]
     .into_boxed_slice()
+}
+
+fn empty_to_walk_cache() -> Box<[Option<ToWalkEntry>]> {
+    vec![None; TO_WALK_CACHE].into_boxed_slice()
 }
 
 fn calc_isa(is_64bit: bool, is: u8) -> Isa {
@@ -710,6 +733,7 @@ impl Etm4Decoder {
             tx_first_seq: None,
             last_committed_seq: None,
             walk_cache: empty_walk_cache(),
+            to_walk_cache: empty_to_walk_cache(),
             count_now: false,
             held: Held::default(),
             atom_memo: None,
@@ -2191,11 +2215,15 @@ impl Etm4Decoder {
         // The walk from an address to the next waypoint depends only on the
         // image, so it is cached; T32 walks also depend on the IT state, and a
         // range limit needs the step-by-step walk.
-        let cacheable = to.is_none() && self.walk.isa != Isa::T32 && self.opts.instr_range_limit == 0;
+        let cacheable = self.walk.isa != Isa::T32 && self.opts.instr_range_limit == 0;
         // (Cached walks were made under the default limit, so they meet it.)
         if !cacheable {
             self.memo_watch.spoiled = true;
             return self.walk_to_waypoint(to);
+        }
+        if let Some(to) = to {
+            self.memo_watch.spoiled = true;
+            return self.walk_to_cached(to);
         }
         let start = self.walk.addr;
         let space = self.mem_space();
@@ -2223,6 +2251,28 @@ impl Etm4Decoder {
             res,
             last: (r.count > 0).then_some(self.walk.last),
         };
+        Ok((r, res))
+    }
+
+    /// Walk from the current address to `to`, through the cache of such
+    /// walks: a walk that met `to` is the same walk whenever it starts at
+    /// the same place in the same image (A64 or A32, no range limit: the
+    /// caller's conditions). Walks that did not meet it are not kept.
+    #[inline(never)]
+    fn walk_to_cached(&mut self, to: u64) -> Result<(Range, WpRes), DecodeError> {
+        let start = self.walk.addr;
+        let space = self.mem_space().0;
+        let isa = self.walk.isa;
+        let slot = ((start >> 2) ^ (to >> 1) ^ (start >> 15)) as usize & (TO_WALK_CACHE - 1);
+        if let Some(hit) = self.to_walk_cache[slot].filter(|h| h.start == start && h.to == to && h.isa == isa && h.space == space) {
+            self.walk.last = hit.last;
+            self.walk.addr = to;
+            return Ok((Range { start, end: to, count: hit.count }, WpRes::Found));
+        }
+        let (r, res) = self.walk_to_waypoint(Some(to))?;
+        if res == WpRes::Found && r.count > 0 {
+            self.to_walk_cache[slot] = Some(ToWalkEntry { start, to, isa, space, count: r.count, last: self.walk.last });
+        }
         Ok((r, res))
     }
 
@@ -2912,6 +2962,36 @@ mod tests {
                 for to in [None, case.to()] {
                     let want = walk_from(&stepping, case.isa, start, to, limit);
                     proptest::prop_assert_eq!(walk_from(&mapped, case.isa, start, to, limit), want, "{:?} from {:#x} to {:?}", case.isa, start, to);
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+        /// Walks to an address (an exception's return address) through the
+        /// cache of such walks, taken twice over so that the second round
+        /// meets what the first kept, to the case's address and to every
+        /// start, from every start: the same place, count, outcome and last
+        /// instruction as the walk step by step on a fresh decoder.
+        #[test]
+        fn cached_walks_to_an_address_are_the_walks(case in crate::image::walkcase::walk_case()) {
+            let (mapped, _) = case.images();
+            let mut d = decoder();
+            d.image = Arc::new(mapped.clone());
+            let targets: Vec<u64> = case.to().into_iter().chain((0..case.starts.len()).map(|j| case.start(j))).collect();
+            for _round in 0..2 {
+                for i in 0..case.starts.len() {
+                    let start = case.start(i);
+                    for &to in &targets {
+                        let want = walk_from(&mapped, case.isa, start, Some(to), 0);
+                        let fresh = decoder();
+                        d.walk = Walk { addr: start, isa: case.isa, ..fresh.walk };
+                        let res = d.trace_to_waypoint(Some(to)).map(|(r, res)| (r.start, r.end, r.count, res));
+                        let got = format!("{res:?} at {:#x} last {:?} it {:?}", d.walk.addr, d.walk.last, d.walk.it);
+                        proptest::prop_assert_eq!(got, want, "{:?} from {:#x} to {:#x}", case.isa, start, to);
+                    }
                 }
             }
         }
