@@ -2212,9 +2212,10 @@ impl Etm4Decoder {
     /// where nearly every call is a cache hit cheaper than a call frame.
     #[inline(always)]
     fn trace_to_waypoint(&mut self, to: Option<u64>) -> Result<(Range, WpRes), DecodeError> {
-        // The walk from an address to the next waypoint depends only on the
-        // image, so it is cached; T32 walks also depend on the IT state, and a
-        // range limit needs the step-by-step walk.
+        // The walk from an address to the next waypoint (or to a given
+        // address) depends only on the image, so it is cached; T32 walks
+        // also depend on the IT state, and a range limit needs the
+        // step-by-step walk.
         let cacheable = self.walk.isa != Isa::T32 && self.opts.instr_range_limit == 0;
         // (Cached walks were made under the default limit, so they meet it.)
         if !cacheable {

@@ -159,8 +159,9 @@ pub trait PacketSink {
     const RUNS: bool = false;
 
     /// Whether the sink is small enough to be inlined at more than one
-    /// place: the parser's fast loop then hands atom packets over from
-    /// their own arm, without the shared tail the other packets take.
+    /// place: the parser's fast loop then hands atom and short address
+    /// packets over from their own arms, without the shared tail the other
+    /// packets take.
     const SMALL: bool = false;
 }
 
