@@ -239,7 +239,7 @@ const WALK_CACHE: usize = 8192;
 /// Entries of the cache of walks to a given address (exceptions walk to
 /// their return address), a power of two, direct-mapped. A few in unit
 /// tests, so that walks meet in their slots there.
-const TO_WALK_CACHE: usize = if cfg!(test) { 4 } else { 1024 };
+const TO_WALK_CACHE: usize = if cfg!(test) { 4 } else { 4096 };
 
 /// Entries of the atom memo (a power of two), in sets of two as the walk
 /// cache's. Direct-mapped, a repeated 64 KiB trace (juno_r1_1) missed one
