@@ -890,6 +890,7 @@ struct QuietSink<'r, G> {
 
 impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
     const RUNS: bool = true;
+    const ROWS: bool = true;
 
     #[inline(always)]
     fn packet(&mut self, pk: &Packet, raw: &[u8]) -> bool {
@@ -912,6 +913,21 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
     #[inline(always)]
     fn run_atom(&mut self, bits: u32, count: u8, index: u64) -> bool {
         self.decoder.run_atom(&mut self.run, bits, count, index, self.fwd)
+    }
+
+    #[inline(always)]
+    fn run_row_begin(&mut self, first: u64) -> bool {
+        self.decoder.run_row_begin(&self.run, first, self.fwd)
+    }
+
+    #[inline(always)]
+    fn run_atoms(&mut self, bytes: u64, avail: u8, first: u64) -> usize {
+        self.decoder.run_atoms(&mut self.run, bytes, avail, first) as usize
+    }
+
+    #[inline(always)]
+    fn run_row(&mut self, packets: u8) {
+        self.decoder.run_row(packets)
     }
 
     #[inline(always)]

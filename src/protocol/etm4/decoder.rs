@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::config::{CoreProfile, Etm4Config};
 use super::ring::Ring;
 use super::packet::{Packet, PacketType, PeContext as PktContext};
+use super::parser::row_mask;
 use crate::element::{
     Element, ElementKind, Time, InstrSubtype, InstrType, Isa, MemSpace, MemTrans, PeContext, Security, TraceOnReason,
     UnsyncReason,
@@ -346,6 +347,102 @@ struct MemoSet([AtomMemo; 2]);
 
 const MEMO_SETS: usize = ATOM_MEMO / 2;
 
+/// Entries of the sequence memo (a power of two), direct-mapped.
+const SEQ_MEMO: usize = 4096;
+
+/// Calls a remembered sequence can replay: with six an entry fills two
+/// cache lines, the second read only for a sequence that calls.
+const SEQ_CALLS: usize = 6;
+
+/// What a sequence of consecutive atom packets did in a run that only
+/// counts, each of them replayed from the atom memo: the sum of their
+/// entries ([`AtomMemo`]), so that the next time the same header bytes come
+/// at the same walk start they are replayed at once. One lookup and one
+/// replay instead of one per packet: on 001-ack_test half of the bytes are
+/// atom packets, most in rows of two or more, and the per-packet lookup and
+/// replay were the larger part of an index build.
+///
+/// A sequence is remembered only when every packet but the last left the
+/// walk ready for the next ([`MemoEnd::Walk`]): an address needed or a
+/// return stack pop due would make the next packet depend on more than the
+/// key. The last packet's entry gives the sequence's end.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct SeqMemo {
+    /// Key: walk address, header bytes (the first packet's in the low byte,
+    /// those above the last 0), packets (0: empty entry), ISA, memory
+    /// space.
+    addr: u64,
+    headers: u64,
+    end_addr: u64,
+    instructions: u32,
+    /// Atoms of all the packets.
+    atoms: u16,
+    ranges: u16,
+    packets: u8,
+    isa: Isa,
+    space: u8,
+    end: MemoEnd,
+    end_isa: Isa,
+    calls: u8,
+    check: bool,
+    /// The last packet met an inaccessible address where its walk started.
+    unmapped: bool,
+    /// The last instruction walked, when any range was.
+    last: Option<InstrInfo>,
+    /// Return addresses pushed, in order, in the key's ISA.
+    pushed: [u64; SEQ_CALLS],
+}
+
+const _: () = assert!(std::mem::size_of::<SeqMemo>() == 128);
+
+impl SeqMemo {
+    const EMPTY: SeqMemo = SeqMemo {
+        addr: 0,
+        headers: 0,
+        end_addr: 0,
+        instructions: 0,
+        atoms: 0,
+        ranges: 0,
+        packets: 0,
+        isa: Isa::A64,
+        space: 0,
+        end: MemoEnd::Walk,
+        end_isa: Isa::A64,
+        calls: 0,
+        check: false,
+        unmapped: false,
+        last: None,
+        pushed: [0; SEQ_CALLS],
+    };
+
+    /// The entry a row of atom packets at `addr` may find: by its first
+    /// two header bytes (a row has two packets or more).
+    #[inline(always)]
+    fn slot(addr: u64, headers: u64) -> usize {
+        let h = (addr >> 2) ^ (addr >> 13) ^ ((headers & 0xffff).wrapping_mul(0x9e37_79b9) >> 12);
+        h as usize & (SEQ_MEMO - 1)
+    }
+}
+
+
+/// While a run offers one by one the atom packets of a row the sequence
+/// memo did not have: the entry being summed up (its `packets` those noted
+/// so far, its `headers` the whole row's).
+#[derive(Clone, Copy, Debug)]
+struct SeqRecord {
+    /// Packets still to come (0: nothing recorded).
+    left: u8,
+    slot: usize,
+    memo: SeqMemo,
+}
+
+impl Default for SeqRecord {
+    fn default() -> SeqRecord {
+        SeqRecord { left: 0, slot: 0, memo: SeqMemo::EMPTY }
+    }
+}
+
 impl AtomMemo {
     /// Whether this entry is remembered under `key`'s key. (A method, not
     /// a closure: as a closure it was sometimes left out of line, a call
@@ -540,6 +637,14 @@ pub struct Etm4Decoder {
     /// Atom packets replayed from the memo (for tests and profiles).
     #[serde(skip)]
     memo_hits: u64,
+    /// Made, as the atom memo, at the first sequence worth remembering.
+    #[serde(skip)]
+    seq_memo: Option<Box<[SeqMemo; SEQ_MEMO]>>,
+    #[serde(skip)]
+    seq_record: SeqRecord,
+    /// Sequences replayed from the sequence memo (for tests and profiles).
+    #[serde(skip)]
+    seq_hits: u64,
     /// Addresses the image does not map, learnt from the last atom packet
     /// that was replayed to an inaccessible address at its start.
     #[serde(skip)]
@@ -739,6 +844,9 @@ impl Etm4Decoder {
             atom_memo: None,
             memo_watch: MemoWatch::default(),
             memo_hits: 0,
+            seq_memo: None,
+            seq_record: SeqRecord::default(),
+            seq_hits: 0,
             unmapped: Unmapped::default(),
         };
         d.reset_state();
@@ -1202,7 +1310,9 @@ impl Etm4Decoder {
     /// per packet it was most of a replay's work. None when the run cannot
     /// take any packet.
     #[inline(always)]
-    pub fn run_begin(&self) -> Option<PacketRun> {
+    pub fn run_begin(&mut self) -> Option<PacketRun> {
+        // A sequence being recorded ends with the run that offered it.
+        self.seq_record.left = 0;
         if self.state != State::Decode
             || !self.settled()
             || !self.stack.is_empty()
@@ -1252,6 +1362,7 @@ impl Etm4Decoder {
                 self.run_cc_out(run);
                 self.core.index_curr = index;
                 self.commit_idle(count);
+                self.seq_record.left = 0;
                 return true;
             }
             if !run.replays {
@@ -1265,6 +1376,14 @@ impl Etm4Decoder {
         if run.unmapped.holds(self.walk.addr) {
             self.run_cc_out(run);
             self.replay_unmapped(count, index);
+            // The packets before it in the row, if any, are a sequence that
+            // ends where nothing is mapped: kept, so that the row is not
+            // missed (and this packet and those after it offered one by
+            // one) again each time.
+            if self.seq_record.left > 0 {
+                self.seq_record.left = 0;
+                self.seq_store();
+            }
             run.replayed = true;
             return true;
         }
@@ -1273,11 +1392,215 @@ impl Etm4Decoder {
             return false;
         };
         self.run_cc_out(run);
+        if self.seq_record.left > 0 {
+            self.seq_note(slot, count);
+        }
         if self.replay_packet(slot, count, index) {
             self.learn_unmapped(run);
         }
         run.replayed = true;
         true
+    }
+
+    /// The run's next packets, the first at `first`, are atom packets, at
+    /// least two: true if a row of them may be replayed from the sequence
+    /// memo ([`Etm4Decoder::run_atoms`]), as `run_atom` asks on its way to a
+    /// replay. Like `run_atom`, a row that is declined, here or there, may
+    /// have had the first packet's return stack pop done.
+    #[inline(always)]
+    pub fn run_row_begin<F: FnMut(DecoderOutput<'_>)>(&mut self, run: &PacketRun, first: u64, sink: &mut F) -> bool {
+        if self.rs.pop_pending {
+            if !run.replays {
+                return false;
+            }
+            self.core.index_curr = first;
+            if self.rs.entries > 0 {
+                self.return_stack_pop(sink);
+            }
+            if !self.memo_walk_ready() {
+                return false;
+            }
+        } else if self.need_addr || self.need_ctxt || !run.replays || !self.memo_walk_placed() {
+            return false;
+        }
+        !run.unmapped.holds(self.walk.addr)
+    }
+
+    /// After [`Etm4Decoder::run_row_begin`] said yes: `bytes` holds the
+    /// next `avail` bytes of the run's stretch (2 to
+    /// [`ROW_PACKETS`](super::parser::ROW_PACKETS); the first in the low
+    /// byte), the first at `first` and the others at the indices after it.
+    /// How many packets, from the first, were taken, replayed at once from
+    /// the sequence memo: an entry whose header bytes begin `bytes` (they
+    /// were atom packets when it was recorded, so these are too). When
+    /// none, the run says how many of the bytes are atom packets
+    /// ([`Etm4Decoder::run_row`]) and offers them one by one
+    /// ([`Etm4Decoder::run_atom`]); when each is replayed from the atom
+    /// memo, the sequence is remembered.
+    #[inline(always)]
+    pub fn run_atoms(&mut self, run: &mut PacketRun, bytes: u64, avail: u8, first: u64) -> u8 {
+        let (addr, isa, space) = (self.walk.addr, self.walk.isa, run.space);
+        let slot = SeqMemo::slot(addr, bytes);
+        // An entry holds the first packets of rows: it serves every row
+        // that starts with them.
+        let taken = match self.seq_memo.as_deref().map(|t| &t[slot]) {
+            Some(m)
+                if m.packets <= avail
+                    && bytes & row_mask(m.packets as usize) == m.headers
+                    && m.addr == addr
+                    && m.isa == isa
+                    && m.space == space =>
+            {
+                m.packets
+            }
+            _ => 0,
+        };
+        if taken == 0 {
+            // Its length is not known yet: `run_row` says.
+            self.seq_record = SeqRecord {
+                left: avail,
+                slot,
+                memo: SeqMemo { addr, headers: bytes, isa, space, end_addr: addr, end_isa: isa, ..SeqMemo::EMPTY },
+            };
+            return 0;
+        }
+        self.run_cc_out(run);
+        let last = first.wrapping_add(taken as u64 - 1);
+        self.core.index_curr = last;
+        if self.replay_seq(slot, last) {
+            self.learn_unmapped(run);
+        }
+        run.replayed = true;
+        taken
+    }
+
+    /// The row [`Etm4Decoder::run_atoms`] did not take has `packets` atom
+    /// packets: the sequence recorded, if any, ends with them.
+    #[inline(always)]
+    pub fn run_row(&mut self, packets: u8) {
+        let r = &mut self.seq_record;
+        r.left = r.left.min(packets);
+    }
+
+    /// Do what the sequence in entry `slot` did, its last packet at `last`:
+    /// true if that packet only met an inaccessible address where its walk
+    /// started (see [`Etm4Decoder::replay`]).
+    #[inline(always)]
+    fn replay_seq(&mut self, slot: usize, last: u64) -> bool {
+        let Some(table) = self.seq_memo.as_deref() else { return false };
+        let m = &table[slot];
+        self.held.index = self.held.index.max(last);
+        let seq = self.next_seq;
+        self.next_seq += m.atoms as u64;
+        self.last_committed_seq = Some(seq + m.atoms as u64 - 1);
+        // What `replay` does for one entry (the two tables' entries differ
+        // in size, and `replay`'s is the hotter path: left as it is).
+        self.held.ranges += m.ranges as u64;
+        self.held.instructions += m.instructions as u64;
+        for &addr in &m.pushed[..m.calls as usize] {
+            self.rs.push(addr, m.isa);
+        }
+        match m.end {
+            MemoEnd::Walk => {}
+            MemoEnd::Nacc => {
+                self.held.nacc += 1;
+                self.need_addr = true;
+            }
+            MemoEnd::Indirect(eret) => {
+                self.need_addr = true;
+                self.rs.set_pop_pending();
+                self.held.eret += eret as u64;
+            }
+        }
+        self.walk.addr = m.end_addr;
+        self.walk.isa = m.end_isa;
+        if let Some(l) = m.last {
+            self.walk.last = l;
+        }
+        self.next_range_check = m.check.then_some(m.end_addr);
+        self.memo_hits += m.packets as u64;
+        self.seq_hits += 1;
+        m.unmapped
+    }
+
+    /// Add the atom packet of `count` atoms about to be replayed from atom
+    /// memo entry `slot` to the sequence being recorded. The sequence is
+    /// remembered when it ends: at the last
+    /// packet of the row, at one that leaves the walk waiting (an address
+    /// needed, a pop due: the next packet would depend on more than the
+    /// key), or before one that would overflow its counts. A packet that
+    /// does not follow on from the one before (its key's start is not where
+    /// that one left the walk) ends the recording with nothing kept.
+    #[cold]
+    #[inline(never)]
+    fn seq_note(&mut self, slot: usize, count: u8) {
+        let Some(table) = self.atom_memo.as_deref() else { return };
+        let m = table[(slot / 2) & (MEMO_SETS - 1)].0[slot & 1];
+        let r = &mut self.seq_record;
+        r.left -= 1;
+        let s = &mut r.memo;
+        if m.addr != s.end_addr || m.isa != s.end_isa || m.isa != s.isa || m.space != s.space {
+            r.left = 0;
+            return;
+        }
+        let calls = s.calls as usize + m.calls as usize;
+        let (Some(instructions), Some(ranges), Some(atoms)) =
+            (s.instructions.checked_add(m.instructions), s.ranges.checked_add(m.ranges as u16), s.atoms.checked_add(count as u16))
+        else {
+            r.left = 0;
+            self.seq_store();
+            return;
+        };
+        if calls > SEQ_CALLS {
+            r.left = 0;
+            self.seq_store();
+            return;
+        }
+        s.pushed[s.calls as usize..calls].copy_from_slice(&m.pushed[..m.calls as usize]);
+        s.calls = calls as u8;
+        s.instructions = instructions;
+        s.ranges = ranges;
+        s.atoms = atoms;
+        s.packets += 1;
+        s.end = m.end;
+        s.end_addr = m.end_addr;
+        s.end_isa = m.end_isa;
+        s.check = m.check;
+        s.unmapped = m.end == MemoEnd::Nacc && m.ranges == 0;
+        if m.last.is_some() {
+            s.last = m.last;
+        }
+        if m.end != MemoEnd::Walk {
+            r.left = 0;
+        }
+        if r.left == 0 {
+            self.seq_store();
+        }
+    }
+
+    /// Keep the sequence recorded so far, if it has any packet. One packet
+    /// is worth keeping when the walk waits after it: the next time the
+    /// row is taken up to there, and a row starting after it is offered
+    /// (one by one, the rest of the row would go without ever being offered
+    /// again).
+    fn seq_store(&mut self) {
+        let r = &self.seq_record;
+        if r.memo.packets == 0 {
+            return;
+        }
+        let memo = SeqMemo { headers: r.memo.headers & row_mask(r.memo.packets as usize), ..r.memo };
+        let slot = r.slot;
+        if self.seq_memo.is_none() {
+            self.seq_memo = vec![SeqMemo::EMPTY; SEQ_MEMO].into_boxed_slice().try_into().ok();
+        }
+        if let Some(table) = self.seq_memo.as_deref_mut() {
+            table[slot & (SEQ_MEMO - 1)] = memo;
+        }
+    }
+
+    /// Sequences replayed from the sequence memo so far.
+    pub fn seq_hits(&self) -> u64 {
+        self.seq_hits
     }
 
     /// An atom packet of `count` atoms at `index` whose walk starts where
