@@ -484,7 +484,9 @@ fn same_in_runs_any(program: &Program, what: &str, packets: &[Vec<u8>], return_s
     } else {
         assert_eq!(counts.0, one_by_one.0, "{what}: counts in stretches");
     }
-    // Rows change nothing that runs without them do, batches included.
+    // Rows change nothing that runs without them do, batches included. (The
+    // parser offers no rows in a framed trace ID's stretches today: this
+    // holds it to that, or to rows there that change nothing.)
     let (no_rows, no_rows_state, _, no_rows_in_runs) = decode_in_stretches::<true, false>(program, packets, return_stack);
     assert_eq!(counts, no_rows, "{what}: counts in stretches without rows");
     assert!(run_state == no_rows_state, "{what}: decoder state at the end differs in stretches without rows");

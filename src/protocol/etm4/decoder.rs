@@ -425,7 +425,6 @@ impl SeqMemo {
     }
 }
 
-
 /// While a run offers one by one the atom packets of a row the sequence
 /// memo did not have: the entry being summed up (its `packets` those noted
 /// so far, its `headers` the whole row's).
@@ -1344,15 +1343,7 @@ impl Etm4Decoder {
         // memo_walk_ready, the way to a replay took 25 instructions after
         // the atom test on juno_r1_1, 15 now.
         if self.rs.pop_pending {
-            if !run.replays {
-                return false;
-            }
-            self.core.index_curr = index;
-            // `pop_first`, whose option test the run made.
-            if self.rs.entries > 0 {
-                self.return_stack_pop(sink);
-            }
-            if !self.memo_walk_ready() {
+            if !self.run_pop(run, index, sink) {
                 return false;
             }
         } else {
@@ -1402,6 +1393,22 @@ impl Etm4Decoder {
         true
     }
 
+    /// The run's next atom packet, at `index`, starts with the return stack
+    /// pop due: done (`pop_first`, whose option test the run made), and
+    /// true if the packet may then be replayed. Without a replaying run
+    /// nothing is done.
+    #[inline(always)]
+    fn run_pop<F: FnMut(DecoderOutput<'_>)>(&mut self, run: &PacketRun, index: u64, sink: &mut F) -> bool {
+        if !run.replays {
+            return false;
+        }
+        self.core.index_curr = index;
+        if self.rs.entries > 0 {
+            self.return_stack_pop(sink);
+        }
+        self.memo_walk_ready()
+    }
+
     /// The run's next packets, the first at `first`, are atom packets, at
     /// least two: true if a row of them may be replayed from the sequence
     /// memo ([`Etm4Decoder::run_atoms`]), as `run_atom` asks on its way to a
@@ -1410,14 +1417,7 @@ impl Etm4Decoder {
     #[inline(always)]
     pub fn run_row_begin<F: FnMut(DecoderOutput<'_>)>(&mut self, run: &PacketRun, first: u64, sink: &mut F) -> bool {
         if self.rs.pop_pending {
-            if !run.replays {
-                return false;
-            }
-            self.core.index_curr = first;
-            if self.rs.entries > 0 {
-                self.return_stack_pop(sink);
-            }
-            if !self.memo_walk_ready() {
+            if !self.run_pop(run, first, sink) {
                 return false;
             }
         } else if self.need_addr || self.need_ctxt || !run.replays || !self.memo_walk_placed() {
@@ -1427,7 +1427,7 @@ impl Etm4Decoder {
     }
 
     /// After [`Etm4Decoder::run_row_begin`] said yes: `bytes` holds the
-    /// next `avail` bytes of the run's stretch (2 to
+    /// next `avail` bytes of the run (2 to
     /// [`ROW_PACKETS`](super::parser::ROW_PACKETS); the first in the low
     /// byte), the first at `first` and the others at the indices after it.
     /// How many packets, from the first, were taken, replayed at once from
@@ -1525,8 +1525,8 @@ impl Etm4Decoder {
 
     /// Add the atom packet of `count` atoms about to be replayed from atom
     /// memo entry `slot` to the sequence being recorded. The sequence is
-    /// remembered when it ends: at the last
-    /// packet of the row, at one that leaves the walk waiting (an address
+    /// remembered when it ends: at the last packet of the row, at one that
+    /// leaves the walk waiting (an address
     /// needed, a pop due: the next packet would depend on more than the
     /// key), or before one that would overflow its counts. A packet that
     /// does not follow on from the one before (its key's start is not where

@@ -158,17 +158,19 @@ pub trait PacketSink {
     /// The run's next packet, at buffer index `first`, is an atom packet,
     /// and so is the one after it: true if the sink may take a row of them
     /// ([`PacketSink::run_atoms`]). Asked before the row's bytes are
-    /// gathered: where the sink's state rules rows out (on juno_r1_1 most
-    /// atom packets start where the image maps nothing), gathering them
-    /// cost more than rows saved.
+    /// gathered, which is wasted work where the sink's state rules rows out
+    /// (an atom packet that starts where the image maps nothing, or while
+    /// an address is needed).
     #[inline(always)]
     fn run_row_begin(&mut self, _first: u64) -> bool {
         false
     }
 
-    /// After [`PacketSink::run_row_begin`] said yes: `bytes` holds the next `avail` bytes of the run's stretch (2 to
-    /// [`ROW_PACKETS`]; the first in the low byte, those above 0), the first
-    /// at buffer index `first` and the others at the indices after it. The
+    /// After [`PacketSink::run_row_begin`] said yes: `bytes` holds the next
+    /// `avail` bytes of the run (2 to [`ROW_PACKETS`]; the first in the low
+    /// byte, those above 0), the first at buffer index `first` and the
+    /// others at the indices after it. Rows are offered only in unframed
+    /// data (see `offer_run`). The
     /// sink may take a row of atom packets from their start, one packet a
     /// byte, as [`PacketSink::run_atom`] would have one by one: how many it
     /// took. When none, [`PacketSink::run_row`] says how many of the bytes
