@@ -37,7 +37,7 @@ use crate::session::Counts;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TSIGHTIX");
 /// Bumped whenever the layout or the saved decode state changes.
-pub const VERSION: u64 = 3;
+pub const VERSION: u64 = 4;
 /// "No value" in optional fields.
 pub const NONE: u64 = u64::MAX;
 
@@ -82,12 +82,12 @@ pub struct Checkpoint {
     pub(super) segment_hash: u64,
 }
 
-/// The hash a checkpoint keeps of the trace bytes of its segment.
+/// The hash a checkpoint keeps of the trace bytes of its segment: XXH3
+/// (64-bit) seeded with the length. It reads every byte of the trace once per
+/// build and once per full check; FNV-1a, a multiply per byte, took about
+/// 4 cycles a byte, a tenth of a 1 GiB build's time on two cores.
 pub fn segment_hash(bytes: &[u8]) -> u64 {
-    let mut h = Fnv::new();
-    h.write(&(bytes.len() as u64).to_le_bytes());
-    h.write(bytes);
-    h.finish()
+    twox_hash::XxHash3_64::oneshot_with_seed(bytes.len() as u64, bytes)
 }
 
 /// The hash of the whole trace, from its segments' hashes in order.
@@ -568,5 +568,32 @@ impl IndexFile {
     /// Size of the file in bytes.
     pub fn file_len(&self) -> u64 {
         self.map.len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::segment_hash;
+
+    /// A segment check must see any one changed bit, in every size class of
+    /// the hash (XXH3 takes 0–16, 17–128, 129–240 and longer inputs by
+    /// different paths), and tell runs of zeros of different lengths apart.
+    #[test]
+    fn segment_hash_sees_every_bit_and_the_length() {
+        for len in [1usize, 3, 8, 16, 17, 100, 128, 129, 240, 241, 1500, 5000] {
+            let base: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
+            let h = segment_hash(&base);
+            let mut seen = std::collections::HashSet::new();
+            for bit in (0..len * 8).step_by(if len > 240 { 7 } else { 1 }) {
+                let mut b = base.clone();
+                b[bit / 8] ^= 1 << (bit % 8);
+                let hb = segment_hash(&b);
+                assert_ne!(hb, h, "len {len}, bit {bit}");
+                assert!(seen.insert(hb), "len {len}, bit {bit}: two flips hash alike");
+            }
+        }
+        let zeros: Vec<u64> = (0..600).map(|n| segment_hash(&vec![0u8; n])).collect();
+        let distinct: std::collections::HashSet<_> = zeros.iter().collect();
+        assert_eq!(distinct.len(), zeros.len());
     }
 }
