@@ -901,7 +901,7 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
 
     #[inline(always)]
     fn run_begin(&mut self) -> bool {
-        match self.decoder.run_begin() {
+        match self.decoder.run_begin(self.fwd) {
             Some(run) => {
                 self.run = run;
                 true
