@@ -1352,7 +1352,10 @@ impl Etm4Decoder {
     /// the speculation depth, the resolution counts, the decode state, an
     /// exception waiting for its address), is asked here, once per run:
     /// per packet it was most of a replay's work. None when the run cannot
-    /// take any packet.
+    /// take any packet. The run's first packet is an atom packet: elements
+    /// queued before it that it would commit first one by one are sent to
+    /// `sink` here ([`Etm4Decoder::run_after_queue`]), even when the run
+    /// then takes no packet.
     #[inline(always)]
     pub fn run_begin<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> Option<PacketRun> {
         // A sequence being recorded ends with the run that offered it.

@@ -117,9 +117,10 @@ pub trait PacketSink {
     /// ([`PacketSink::run_atom`], [`PacketSink::run_addr`],
     /// [`PacketSink::run_cc`]) instead of one
     /// [`Packet`] each: true if it takes them. Asked before the first
-    /// packet of each run; a sink that only counts and replays committed
-    /// atoms spends most of its time per packet on checks that hold for a
-    /// whole run, and makes them here.
+    /// packet of each run, always an atom packet (a sink may do here what
+    /// that packet would do first one by one); a sink that only counts and
+    /// replays committed atoms spends most of its time per packet on checks
+    /// that hold for a whole run, and makes them here.
     #[inline(always)]
     fn run_begin(&mut self) -> bool {
         false
