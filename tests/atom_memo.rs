@@ -679,11 +679,11 @@ fn calls_program(calls: usize) -> Program {
 
 #[test]
 fn runs_start_where_elements_are_queued() {
-    // Trace on and an address and context packet, then a turn of the loop:
-    // the first atom packet commits what those queued before its atoms (as
-    // the addresses and contexts after an exception). Its run takes it.
-    let (on, addr_ctxt) = START.split_at(1);
-    let turn = [on.to_vec(), addr_ctxt.to_vec(), vec![E], vec![E], vec![E], vec![EE], vec![E]];
+    // An address and context packet, then a turn of the loop: the first
+    // atom packet commits what it queued before its atoms (as the
+    // addresses and contexts after an exception). Its run takes it.
+    let addr_ctxt = &START[1..];
+    let turn = [addr_ctxt.to_vec(), vec![E], vec![E], vec![E], vec![EE], vec![E]];
     let packets: Vec<Vec<u8>> = (0..20).flat_map(|_| turn.clone()).collect();
     for return_stack in [true, false] {
         let n = same_in_runs(&loop_program(), "after trace on", &packets, return_stack);

@@ -1177,15 +1177,18 @@ impl Etm4Decoder {
     /// after an exception on 001-ack_test, where nearly 29 thousand runs in
     /// 2 MiB were declined for them. (Out of line: inlined into the
     /// parser's run loop, it made every packet of texit-poe2's runs dearer.)
+    ///
+    /// Only addresses and contexts: they are applied, or sent at once (a
+    /// context change), as one by one. Trace on, cycle counts and the like
+    /// wait in `out` one by one until the packet's end, after any message
+    /// its walk logs; sent here they would come before it.
     #[inline(never)]
     fn run_after_queue<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
-        if !self.plain_queue() {
+        if !self.plain_queue() || !self.stack.iter().all(|q| matches!(q.kind, P0Kind::Addr | P0Kind::Ctxt)) {
             return false;
         }
         self.send_plain_queue(sink);
-        // What they made (trace on, cycle counts...) goes before the run's
-        // atoms, as one by one it goes before the packet's.
-        self.send(sink);
+        debug_assert!(self.out.is_empty());
         true
     }
 
