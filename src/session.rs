@@ -844,11 +844,8 @@ fn push_etm4<F: FnMut(Event<'_>)>(
                     true
                 })
             } else {
-                parse_etm4(parser, place, bytes, &mut |_: &Packet, raw: &[u8]| {
-                    packets += 1;
-                    bytes_in += raw.len() as u64;
-                    true
-                })
+                let mut sink = CountSink { packets: &mut packets, bytes: &mut bytes_in };
+                parse_etm4(parser, place, bytes, &mut sink)
             };
             tot.packets(packets, bytes_in);
             used
@@ -871,6 +868,31 @@ fn push_etm4<F: FnMut(Event<'_>)>(
         // Packets handed over: batches are not merged (see `Chain::count_in`),
         // so the decoder keeps none open.
         Some(_) => parse_etm4(parser, place, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot }),
+    }
+}
+
+/// The parser's sink when packets are only counted: runs of the common
+/// packets come as numbers ([`PacketSink::COUNTS`]).
+struct CountSink<'r> {
+    packets: &'r mut u64,
+    bytes: &'r mut u64,
+}
+
+impl PacketSink for CountSink<'_> {
+    const SMALL: bool = true;
+    const COUNTS: bool = true;
+
+    #[inline(always)]
+    fn packet(&mut self, _: &Packet, raw: &[u8]) -> bool {
+        *self.packets += 1;
+        *self.bytes += raw.len() as u64;
+        true
+    }
+
+    #[inline(always)]
+    fn counted(&mut self, packets: usize, bytes: usize) {
+        *self.packets += packets as u64;
+        *self.bytes += bytes as u64;
     }
 }
 

@@ -3,7 +3,7 @@
 //! same packets whatever the split.
 
 use proptest::prelude::*;
-use tracesight::protocol::etm4::{display, Etm4Config, Etm4Parser, Packet};
+use tracesight::protocol::etm4::{display, Etm4Config, Etm4Parser, Packet, PacketSink};
 
 fn config(ete: bool, idr0: u32, idr2: u32, configr: u32) -> Etm4Config {
     let regs = [
@@ -103,5 +103,120 @@ proptest! {
         prop_assert_eq!(n, data.len());
         let (split, _) = run(cfg, &data, &splits);
         prop_assert_eq!(&whole, &split);
+    }
+}
+
+/// A sink that only counts ([`PacketSink::COUNTS`]): runs of packets come
+/// as numbers.
+#[derive(Default)]
+struct Counter {
+    packets: u64,
+    bytes: u64,
+    /// Packets that came in runs, and the longest run.
+    in_runs: u64,
+    longest: usize,
+}
+
+impl PacketSink for Counter {
+    const COUNTS: bool = true;
+
+    fn packet(&mut self, _: &Packet, raw: &[u8]) -> bool {
+        self.packets += 1;
+        self.bytes += raw.len() as u64;
+        true
+    }
+
+    fn counted(&mut self, packets: usize, bytes: usize) {
+        self.packets += packets as u64;
+        self.bytes += bytes as u64;
+        self.in_runs += packets as u64;
+        self.longest = self.longest.max(packets);
+    }
+}
+
+/// Packets, bytes and the parser's saved state after each push, for a
+/// sink that takes every packet and for one that only counts; each push
+/// is either one block or (with `spans`) several joined. Also the
+/// counting sink's packets that came in runs, and its longest run.
+#[allow(clippy::type_complexity)]
+fn count_both(cfg: &Etm4Config, data: &[u8], cuts: &[usize], spans: bool) -> ((u64, u64, Vec<Vec<u8>>), (u64, u64, Vec<Vec<u8>>), (u64, usize)) {
+    let mut cuts: Vec<usize> = cuts.iter().map(|&s| s % (data.len() + 1)).collect();
+    cuts.push(data.len());
+    cuts.sort_unstable();
+    // With spans, every other cut only starts a new stretch of one push.
+    let pushes: Vec<(usize, usize, Vec<(usize, u64)>)> = if spans {
+        let mut v = Vec::new();
+        let mut start = 0;
+        for pair in cuts.chunks(2) {
+            let end = *pair.last().unwrap_or(&start);
+            let mut st = vec![(0, start as u64)];
+            if pair.len() == 2 && pair[0] > start && pair[0] < end {
+                // The stretch's index is not its offset: packets get the
+                // indices of the blocks they came from.
+                st.push((pair[0] - start, pair[0] as u64 + 1000));
+            }
+            v.push((start, end, st));
+            start = end;
+        }
+        v
+    } else {
+        let mut start = 0;
+        cuts.iter()
+            .map(|&c| {
+                let p = (start, c, vec![(0, start as u64)]);
+                start = c;
+                p
+            })
+            .collect()
+    };
+    let mut one = (Etm4Parser::new(cfg), 0u64, 0u64, Vec::new());
+    let mut counter = (Etm4Parser::new(cfg), Counter::default(), Vec::new());
+    for (s, e, st) in &pushes {
+        let mut each = |_: &Packet, raw: &[u8]| {
+            one.1 += 1;
+            one.2 += raw.len() as u64;
+            true
+        };
+        one.0.push_spans_until(st, &data[*s..*e], &mut each);
+        one.3.push(one.0.save_state());
+        counter.0.push_spans_until(st, &data[*s..*e], &mut counter.1);
+        counter.2.push(counter.0.save_state());
+    }
+    let runs = (counter.1.in_runs, counter.1.longest);
+    ((one.1, one.2, one.3), (counter.1.packets, counter.1.bytes, counter.2), runs)
+}
+
+#[test]
+fn counting_sink_takes_runs_of_the_fixture() {
+    let Some(data) = fixture("001-ack_test/session1.bin") else { return };
+    let cfg = &configs()[0];
+    for spans in [false, true] {
+        let (one, counted, (in_runs, longest)) = count_both(cfg, &data, &[5000, 7001, 9000, 12345], spans);
+        assert_eq!(one, counted);
+        // Nine packets in ten are atoms and addresses, in runs that only
+        // exceptions, contexts and the like cut.
+        assert!(in_runs * 10 >= one.0 * 9, "{in_runs} of {} packets in runs", one.0);
+        assert!(longest >= 20, "longest run {longest}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
+
+    /// A sink that only counts gets the counts and leaves the parser in
+    /// the state one that takes every packet does, wherever pushes and
+    /// stretches are cut, on bytes where atom headers come in rows.
+    #[test]
+    fn counting_sink_counts_as_one_by_one(data in proptest::collection::vec((any::<u8>(), 0u8..4), 0..2048),
+                                          cuts in proptest::collection::vec(any::<usize>(), 0..12),
+                                          spans in any::<bool>()) {
+        let mut all = vec![0u8; 11];
+        all.extend_from_slice(&[0x80, 0x01, 0x00]);
+        // One byte in two is an atom header.
+        all.extend(data.iter().map(|&(b, k)| if k < 2 { b | 0xc0 } else { b }));
+        for cfg in configs() {
+            let (one, counted, _) = count_both(&cfg, &all, &cuts, spans);
+            prop_assert_eq!(one, counted);
+        }
     }
 }

@@ -200,6 +200,19 @@ pub trait PacketSink {
     /// packets over from their own arms, without the shared tail the other
     /// packets take.
     const SMALL: bool = false;
+
+    /// Whether the sink only counts packets and their bytes (a packets-only
+    /// summary): runs of atom, address and cycle count packets are then
+    /// handed over as numbers ([`PacketSink::counted`]), not a [`Packet`]
+    /// each. Nine packets in ten of 001-ack_test are such, four in five
+    /// atom packets, mostly in rows.
+    const COUNTS: bool = false;
+
+    /// `packets` packets of `bytes` bytes in all, to a sink that only
+    /// counts ([`PacketSink::COUNTS`]): as that many calls of
+    /// [`PacketSink::packet`] that each returned true.
+    #[inline(always)]
+    fn counted(&mut self, _packets: usize, _bytes: usize) {}
 }
 
 // Closures are the light sinks (packet listings, counts); the session's
@@ -244,6 +257,29 @@ pub(crate) fn row_mask(bytes: usize) -> u64 {
     }
 }
 
+/// How many bytes from the start of `rest` are 0xc0 or above: with
+/// [`Etm4Parser::c0_atoms`], the length of the row of atom packets there.
+/// Eight bytes at a time: bits 7 and 6 both set in each.
+#[inline(always)]
+fn c0_row_len(rest: &[u8]) -> usize {
+    const TOP: u64 = 0x8080_8080_8080_8080;
+    let mut n = 0;
+    while let Some(w) = rest.get(n..).and_then(|r| r.first_chunk::<8>()) {
+        let w = u64::from_le_bytes(*w);
+        // Bit 7 of a byte where bit 6 or bit 7 is clear: the row ends at
+        // the lowest such byte (the first in memory).
+        let ends = !(w & (w << 1)) & TOP;
+        if ends != 0 {
+            return n + (ends.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    while rest.get(n).is_some_and(|&b| b >= 0xc0) {
+        n += 1;
+    }
+    n
+}
+
 /// The ETMv4/ETE packet parser for one trace ID.
 ///
 /// Its stream state serializes (see [`Etm4Parser::save_state`]) so that an
@@ -255,6 +291,11 @@ pub struct Etm4Parser {
     table: [(PacketType, Handler); 256],
     #[serde(skip, default = "unset_fast")]
     fast: [Fast; 256],
+    /// The atom headers are exactly the bytes 0xc0 to 0xff (those of every
+    /// ETMv4 and ETE table today): rows of them are measured eight bytes
+    /// at a time ([`c0_row_len`]). Derived from `fast`.
+    #[serde(skip)]
+    c0_atoms: bool,
     #[serde(skip)]
     set: ParseSettings,
     state: State,
@@ -308,6 +349,7 @@ impl Etm4Parser {
         let fresh = Etm4Parser::new(cfg);
         p.table = fresh.table;
         p.fast = fresh.fast;
+        p.c0_atoms = fresh.c0_atoms;
         p.set = fresh.set;
         Ok(p)
     }
@@ -342,8 +384,10 @@ impl Etm4Parser {
             m_profile: cfg.profile == CoreProfile::Microcontroller,
         };
         let table = build_table(cfg);
+        let fast = build_fast_table(&table);
         let mut p = Etm4Parser {
-            fast: build_fast_table(&table),
+            c0_atoms: fast.iter().enumerate().all(|(b, f)| matches!(f, Fast::Atom(..)) == (b >= 0xc0)),
+            fast,
             table,
             set,
             state: State::Header,
@@ -958,6 +1002,17 @@ impl Etm4Parser {
     }
 
     /// A format 2 cycle count from its two bytes.
+    /// A format 3 cycle count packet with header `b` (one byte).
+    #[inline(always)]
+    fn cycle_f3(&mut self, b: u8) {
+        self.cycle_scratch();
+        if !self.set.commit_opt1 {
+            self.set_commit(((b >> 2) & 0x3) as u32 + 1);
+        }
+        let cc = self.cc_threshold().wrapping_add((b & 0x3) as u32);
+        self.set_cc(cc);
+    }
+
     fn cycle_f2(&mut self, header: u8, b: u8) {
         // Header bit 0 (F) selects the commit offset: 1, or MAXSPEC - 15.
         let offset = if header & 1 == 1 { (self.set.max_spec as i64 - 15) as u32 } else { 1 };
@@ -1422,6 +1477,13 @@ impl Etm4Parser {
             if SPANS && pos >= next {
                 (k, base, next) = self.span_from(k, pos);
             }
+            if F::COUNTS && self.fast[b as usize].may_run() {
+                let end = self.count_run::<SPANS, F>(sink, data, pos, base);
+                if end > pos {
+                    pos = end;
+                    continue;
+                }
+            }
             let rest = &data[pos..];
             let at = base.wrapping_add(pos as u64);
             // Every arm ends in the one call of the sink below: with a call in
@@ -1483,12 +1545,7 @@ impl Etm4Parser {
                     (1, ptype, false)
                 }
                 Fast::CycleF3 => {
-                    self.cycle_scratch();
-                    if !self.set.commit_opt1 {
-                        self.set_commit(((b >> 2) & 0x3) as u32 + 1);
-                    }
-                    let cc = self.cc_threshold().wrapping_add((b & 0x3) as u32);
-                    self.set_cc(cc);
+                    self.cycle_f3(b);
                     (1, PacketType::CycleCountF3, true)
                 }
                 Fast::CycleF2 => {
@@ -1561,6 +1618,104 @@ impl Etm4Parser {
 }
 
 impl Etm4Parser {
+    /// The packets from `data[start]` counted by a sink that only counts
+    /// ([`PacketSink::COUNTS`]), as long as they are atom, address,
+    /// exact-match and cycle count packets (those the fast path takes the
+    /// same way whatever comes before) whole in `data`: returns where it
+    /// stopped. Rows of atom headers are measured eight bytes at a time
+    /// where they are the bytes 0xc0 and above ([`Etm4Parser::c0_atoms`]).
+    /// Every packet sets the fields it sets one by one, except the type
+    /// and index, which only the last one's need: a state saved after it
+    /// is the same.
+    // Out of line: it is the loop of most of a count, and inlined into the
+    // one-by-one loop it would make that loop's frame larger.
+    #[inline(never)]
+    fn count_run<const SPANS: bool, F: PacketSink>(&mut self, sink: &mut F, data: &[u8], start: usize, base: u64) -> usize {
+        let (mut pos, mut packets, mut last) = (start, 0usize, start);
+        while let Some(&b) = data.get(pos) {
+            let rest = &data[pos..];
+            let n = match self.fast[b as usize] {
+                Fast::Atom(mut count, _, mut bits) => {
+                    let n = if self.c0_atoms && rest.get(1).is_some_and(|&b1| b1 >= 0xc0) {
+                        // At least the two headers seen, whatever the scan says.
+                        let n = c0_row_len(rest).clamp(2, rest.len());
+                        if let Fast::Atom(c, _, p) = self.fast[rest[n - 1] as usize] {
+                            (count, bits) = (c, p);
+                        }
+                        n
+                    } else {
+                        1
+                    };
+                    self.pkt.atom_bits = bits;
+                    self.pkt.atom_count = count;
+                    packets += n - 1;
+                    last = pos + n - 1;
+                    pos += n;
+                    packets += 1;
+                    continue;
+                }
+                Fast::ShortAddr(is, _) => {
+                    let Some(n) = short_addr_len(rest) else { break };
+                    let (v, bits, _) = short_addr(&rest[1..n], is);
+                    self.update_short_address(v, is, bits);
+                    n
+                }
+                Fast::Long32(is, _) => {
+                    let Some(raw) = rest.get(..5) else { break };
+                    self.set_address_32(long_addr_32(&raw[1..], is), is);
+                    5
+                }
+                Fast::Long64(is, _) => {
+                    let Some(raw) = rest.get(..9) else { break };
+                    self.set_address_64(long_addr_64(&raw[1..], is), is);
+                    9
+                }
+                Fast::NoPayload(PacketType::AddrMatch | PacketType::SrcAddrMatch) => {
+                    self.set_exact_match(b & 0x3);
+                    1
+                }
+                Fast::CycleF3 => {
+                    self.cycle_f3(b);
+                    self.clear_packet_fields();
+                    1
+                }
+                Fast::CycleF2 => {
+                    let Some(raw) = rest.get(..2) else { break };
+                    self.cycle_scratch();
+                    self.cycle_f2(b, raw[1]);
+                    self.clear_packet_fields();
+                    2
+                }
+                _ => break,
+            };
+            last = pos;
+            pos += n;
+            packets += 1;
+        }
+        if pos > start {
+            sink.counted(packets, pos - start);
+            let at = if SPANS { self.at(last) } else { base.wrapping_add(last as u64) };
+            self.pkt.ptype = self.run_ptype(data[last]);
+            self.pkt.index = at;
+            self.pkt.offset = at;
+        }
+        pos
+    }
+
+    /// The type of a packet a run took, from its header `b`.
+    fn run_ptype(&self, b: u8) -> PacketType {
+        match self.fast[b as usize] {
+            Fast::Atom(_, ptype, _)
+            | Fast::ShortAddr(_, ptype)
+            | Fast::Long32(_, ptype)
+            | Fast::Long64(_, ptype)
+            | Fast::NoPayload(ptype) => ptype,
+            Fast::CycleF3 => PacketType::CycleCountF3,
+            Fast::CycleF2 => PacketType::CycleCountF2,
+            _ => self.pkt.ptype,
+        }
+    }
+
     /// Offer the packets from `data[start]` to the sink as a run, in the
     /// stretch `span` gives (as `span_from` gives it) and those after it:
     /// atom packets, address packets whose address is stored only once the
@@ -1698,16 +1853,7 @@ impl Etm4Parser {
         if packets > 0 {
             let index = if SPANS { self.at(last) } else { base.wrapping_add(last as u64) };
             sink.run_end(packets, pos - start, index);
-            self.pkt.ptype = match self.fast[data[last] as usize] {
-                Fast::Atom(_, ptype, _)
-                | Fast::ShortAddr(_, ptype)
-                | Fast::Long32(_, ptype)
-                | Fast::Long64(_, ptype)
-                | Fast::NoPayload(ptype) => ptype,
-                Fast::CycleF3 => P::CycleCountF3,
-                Fast::CycleF2 => P::CycleCountF2,
-                _ => self.pkt.ptype,
-            };
+            self.pkt.ptype = self.run_ptype(data[last]);
             // The atom fields, kept by the packets after an atom packet.
             if let Some(Fast::Atom(count, _, bits)) = last_atom.map(|p: usize| self.fast[data[p] as usize]) {
                 self.pkt.atom_bits = bits;
