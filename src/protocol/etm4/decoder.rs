@@ -1173,18 +1173,22 @@ impl Etm4Decoder {
 
     /// A run begins with elements queued: true if they were sent. A run
     /// starts with an atom packet, and one by one that packet would send
-    /// what is queued first (commit_atoms_now): the addresses and contexts
-    /// after an exception on 001-ack_test, where nearly 29 thousand runs in
-    /// 2 MiB were declined for them. (Out of line: inlined into the
-    /// parser's run loop, it made every packet of texit-poe2's runs dearer.)
+    /// what is queued first (commit_atoms_now): on 001-ack_test the
+    /// addresses and contexts after each exception (before runs started
+    /// after a queue, 28,580 runs in 2 MiB were declined for what was
+    /// queued). (Out of line: inlined into the parser's run loop, it made
+    /// every packet of texit-poe2's runs dearer.)
     ///
     /// Only addresses and contexts: they are applied, or sent at once (a
     /// context change), as one by one. Trace on, cycle counts and the like
     /// wait in `out` one by one until the packet's end, after any message
-    /// its walk logs; sent here they would come before it.
+    /// its walk logs; sent here they would come before it. (Addresses and
+    /// contexts are plain kinds: this is [`Etm4Decoder::plain_queue`] with
+    /// fewer kinds, in one pass.)
     #[inline(never)]
     fn run_after_queue<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
-        if !self.plain_queue() || !self.stack.iter().all(|q| matches!(q.kind, P0Kind::Addr | P0Kind::Ctxt)) {
+        let queued = |q: &P0| !q.is_p0 && matches!(q.kind, P0Kind::Addr | P0Kind::Ctxt);
+        if self.stack.len() > PLAIN_QUEUE || self.opts.long_way || !self.stack.iter().all(queued) {
             return false;
         }
         self.send_plain_queue(sink);
