@@ -204,7 +204,7 @@ pub trait PacketSink {
     /// Whether the sink only counts packets and their bytes (a packets-only
     /// summary): runs of atom, address and cycle count packets are then
     /// handed over as numbers ([`PacketSink::counted`]), not a [`Packet`]
-    /// each. Nine packets in ten of 001-ack_test are such, four in five
+    /// each. Nine packets in ten of 001-ack_test are such, three in four
     /// atom packets, mostly in rows.
     const COUNTS: bool = false;
 
@@ -1001,7 +1001,6 @@ impl Etm4Parser {
         self.scratch.has_count = true;
     }
 
-    /// A format 2 cycle count from its two bytes.
     /// A format 3 cycle count packet with header `b` (one byte).
     #[inline(always)]
     fn cycle_f3(&mut self, b: u8) {
@@ -1013,6 +1012,7 @@ impl Etm4Parser {
         self.set_cc(cc);
     }
 
+    /// A format 2 cycle count from its two bytes.
     fn cycle_f2(&mut self, header: u8, b: u8) {
         // Header bit 0 (F) selects the commit offset: 1, or MAXSPEC - 15.
         let offset = if header & 1 == 1 { (self.set.max_spec as i64 - 15) as u32 } else { 1 };
