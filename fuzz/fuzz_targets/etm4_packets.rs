@@ -15,11 +15,36 @@
 //! * `split_a` / `split_b`: where the data is cut, as fractions of its length.
 //!
 //! Every packet is printed both ways; the raw bytes of all packets must add
-//! up to the input, and each JSON line must be valid JSON.
+//! up to the input, and each JSON line must be valid JSON. A second parser
+//! whose sink only counts (`PacketSink::COUNTS`, which takes runs of
+//! packets as numbers) must count the same packets and bytes and be left
+//! in the same state after every push.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tracesight::protocol::etm4::{display, Etm4Config, Etm4Parser, Packet};
+use tracesight::protocol::etm4::{display, Etm4Config, Etm4Parser, Packet, PacketSink};
+
+/// Packets and bytes, counted as `decode --summary --packets` counts them.
+#[derive(Default)]
+struct Counter {
+    packets: usize,
+    bytes: usize,
+}
+
+impl PacketSink for Counter {
+    const COUNTS: bool = true;
+
+    fn packet(&mut self, _: &Packet, raw: &[u8]) -> bool {
+        self.packets += 1;
+        self.bytes += raw.len();
+        true
+    }
+
+    fn counted(&mut self, packets: usize, bytes: usize) {
+        self.packets += packets;
+        self.bytes += bytes;
+    }
+}
 
 const CORES: [Option<&str>; 8] = [
     None,
@@ -100,10 +125,14 @@ fuzz_target!(|input: &[u8]| {
 
     let ete = cfg.is_ete();
     let mut parser = Etm4Parser::new(&cfg);
+    let mut counting = Etm4Parser::new(&cfg);
+    let mut counter = Counter::default();
     let mut raw_total = 0usize;
+    let mut packets = 0usize;
     let mut line = String::new();
     let mut sink = |pkt: &Packet, raw: &[u8]| {
         raw_total += raw.len();
+        packets += 1;
         line.clear();
         display::write_opencsd_line(&mut line, 0x10, pkt, raw, ete);
         assert!(
@@ -119,9 +148,19 @@ fuzz_target!(|input: &[u8]| {
     let mut start = 0;
     for &end in &cuts {
         parser.push(start as u64, &data[start..end], &mut sink);
+        counting.push_until(start as u64, &data[start..end], &mut counter);
+        assert!(
+            parser.save_state() == counting.save_state(),
+            "a counting sink left the parser elsewhere after {end} bytes"
+        );
         start = end;
     }
     parser.finish(&mut sink);
+    counting.finish(&mut |_: &Packet, raw: &[u8]| {
+        counter.packets += 1;
+        counter.bytes += raw.len();
+    });
+    assert_eq!((counter.packets, counter.bytes), (packets, raw_total));
     assert_eq!(
         raw_total, len,
         "packets account for {raw_total} of {len} input bytes"
