@@ -1168,7 +1168,14 @@ impl Etm4Decoder {
     /// [`P0Kind::is_plain`]), and shortcuts are allowed.
     #[inline(always)]
     fn plain_queue(&self) -> bool {
-        self.stack.len() <= PLAIN_QUEUE && !self.opts.long_way && self.stack.iter().all(|q| !q.is_p0 && q.kind.is_plain())
+        self.queue_only(P0Kind::is_plain)
+    }
+
+    /// Whether shortcuts are allowed and the stack holds at most
+    /// [`PLAIN_QUEUE`] elements, none P0, all of kinds `kind` accepts.
+    #[inline(always)]
+    fn queue_only(&self, kind: impl Fn(P0Kind) -> bool) -> bool {
+        self.stack.len() <= PLAIN_QUEUE && !self.opts.long_way && self.stack.iter().all(|q| !q.is_p0 && kind(q.kind))
     }
 
     /// A run begins with elements queued: true if they were sent. A run
@@ -1187,8 +1194,7 @@ impl Etm4Decoder {
     /// fewer kinds, in one pass.)
     #[inline(never)]
     fn run_after_queue<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) -> bool {
-        let queued = |q: &P0| !q.is_p0 && matches!(q.kind, P0Kind::Addr | P0Kind::Ctxt);
-        if self.stack.len() > PLAIN_QUEUE || self.opts.long_way || !self.stack.iter().all(queued) {
+        if !self.queue_only(|k| matches!(k, P0Kind::Addr | P0Kind::Ctxt)) {
             return false;
         }
         self.send_plain_queue(sink);
