@@ -627,9 +627,14 @@ pub struct Etm4Decoder {
     tx_first_seq: Option<u64>,
     /// Last P0 sequence number committed.
     last_committed_seq: Option<u64>,
-    #[serde(skip, default = "empty_walk_cache")]
+    /// Empty until the first walk is kept ([`empty_walk_cache`]): a
+    /// decoder is made for every source of a plan, again for every resumed
+    /// state and for every part of a build, and most never walk, or walk
+    /// little, before they go.
+    #[serde(skip)]
     walk_cache: Box<[WalkCacheEntry]>,
-    #[serde(skip, default = "empty_to_walk_cache")]
+    /// Empty until the first walk to an address is kept, as `walk_cache`.
+    #[serde(skip)]
     to_walk_cache: Box<[Option<ToWalkEntry>]>,
     /// Set while `commit_atoms_now` walks its atoms in a run that only
     /// counts: the ranges, inaccessible addresses and exception returns
@@ -705,6 +710,12 @@ struct Held {
     eret: u64,
 }
 
+/// The walk cache a decoder allocates when it keeps its first walk. Its
+/// 320 KiB (and the 160 KiB of the cache of walks to an address) were
+/// written when each decoder was made: on juno_r1_1, whose plan has six
+/// sources, nine in ten of the fresh pages a summary of 2 MiB touched, and
+/// a seek in the viewer made them twice per source (the runner's decoders,
+/// then the loaded ones).
 fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
     vec![
         WalkCacheEntry { valid: false, start: 0, isa: Isa::A64, space: 0, end: 0, count: 0, res: WpRes::Nacc, last: None };
@@ -712,6 +723,9 @@ fn empty_walk_cache() -> Box<[WalkCacheEntry]> {
     ]
     .into_boxed_slice()
 }
+
+// The sizes the comment above gives (with 8192 and 4096 entries).
+const _: () = assert!(std::mem::size_of::<WalkCacheEntry>() == 40 && std::mem::size_of::<Option<ToWalkEntry>>() == 40);
 
 fn empty_to_walk_cache() -> Box<[Option<ToWalkEntry>]> {
     vec![None; TO_WALK_CACHE].into_boxed_slice()
@@ -852,8 +866,8 @@ impl Etm4Decoder {
             next_seq: 0,
             tx_first_seq: None,
             last_committed_seq: None,
-            walk_cache: empty_walk_cache(),
-            to_walk_cache: empty_to_walk_cache(),
+            walk_cache: Box::default(),
+            to_walk_cache: Box::default(),
             count_now: false,
             held: Held::default(),
             atom_memo: None,
@@ -2623,7 +2637,7 @@ impl Etm4Decoder {
         let space = self.mem_space();
         let set = 2 * (((start >> 2) ^ (start >> 14)) as usize & (WALK_CACHE / 2 - 1));
         let isa = self.walk.isa;
-        let found = self.walk_cache[set..set + 2].iter().find(|h| h.valid && h.start == start && h.isa == isa && h.space == space.0);
+        let found = self.walk_cache.get(set..set + 2).and_then(|s| s.iter().find(|h| h.valid && h.start == start && h.isa == isa && h.space == space.0));
         if let Some(hit) = found {
             let (end, count, res) = (hit.end, hit.count, hit.res);
             if let Some(last) = hit.last {
@@ -2633,6 +2647,9 @@ impl Etm4Decoder {
             return Ok((Range { start, end, count }, res));
         }
         let (r, res) = self.walk_to_waypoint(None)?;
+        if self.walk_cache.is_empty() {
+            self.walk_cache = empty_walk_cache();
+        }
         // The newer walk goes first; the older of the two leaves.
         self.walk_cache[set + 1] = self.walk_cache[set];
         self.walk_cache[set] = WalkCacheEntry {
@@ -2658,13 +2675,16 @@ impl Etm4Decoder {
         let space = self.mem_space().0;
         let isa = self.walk.isa;
         let slot = ((start >> 2) ^ (to >> 1) ^ (start >> 15)) as usize & (TO_WALK_CACHE - 1);
-        if let Some(hit) = self.to_walk_cache[slot].filter(|h| h.start == start && h.to == to && h.isa == isa && h.space == space) {
+        if let Some(hit) = self.to_walk_cache.get(slot).copied().flatten().filter(|h| h.start == start && h.to == to && h.isa == isa && h.space == space) {
             self.walk.last = hit.last;
             self.walk.addr = to;
             return Ok((Range { start, end: to, count: hit.count }, WpRes::Found));
         }
         let (r, res) = self.walk_to_waypoint(Some(to))?;
         if res == WpRes::Found && r.count > 0 {
+            if self.to_walk_cache.is_empty() {
+                self.to_walk_cache = empty_to_walk_cache();
+            }
             self.to_walk_cache[slot] = Some(ToWalkEntry { start, to, isa, space, count: r.count, last: self.walk.last });
         }
         Ok((r, res))
@@ -3258,6 +3278,41 @@ mod tests {
         d.walk.addr = 0x1000 + (nops as u64 - 4) * 4;
         let (r, res) = d.trace_to_waypoint(None).unwrap();
         assert_eq!((r.count, res), (4, WpRes::Nacc));
+    }
+
+    /// A decoder, made or loaded, holds no walk cache until it keeps a
+    /// walk; then a second walk from the same place is the cached one, and
+    /// walks to an address are kept the same way.
+    #[test]
+    fn the_walk_caches_are_made_by_the_first_walk_kept() {
+        let nop = 0xd503_201fu32;
+        let b_plus_8 = 0x1400_0002u32;
+        let mut image = MemoryImage::new();
+        let code = [nop, nop, b_plus_8, nop, nop];
+        image.add_bytes(0x1000, code.iter().flat_map(|w| w.to_le_bytes()).collect(), crate::element::MemSpace::ANY);
+        let image = Arc::new(image);
+        let fresh = decoder();
+        let loaded = Etm4Decoder::load_state(&fresh.cfg.clone(), image.clone(), &fresh.save_state()).unwrap();
+        for mut d in [fresh, loaded] {
+            assert!(d.walk_cache.is_empty() && d.to_walk_cache.is_empty());
+            d.image = image.clone();
+            d.is_64bit = true;
+            let walk = |d: &mut Etm4Decoder, to: Option<u64>| {
+                d.walk.addr = 0x1000;
+                d.walk.isa = Isa::A64;
+                let (r, res) = d.trace_to_waypoint(to).unwrap();
+                ((r.start, r.end, r.count), res, d.walk.addr, d.walk.last.target)
+            };
+            let first = walk(&mut d, None);
+            assert_eq!(first, ((0x1000, 0x100c, 3), WpRes::Found, 0x100c, 0x1010));
+            assert_eq!(d.walk_cache.len(), WALK_CACHE);
+            assert!(d.to_walk_cache.is_empty());
+            assert_eq!(walk(&mut d, None), first);
+            let to = walk(&mut d, Some(0x1008));
+            assert_eq!(to, ((0x1000, 0x1008, 2), WpRes::Found, 0x1008, 0));
+            assert_eq!(d.to_walk_cache.len(), TO_WALK_CACHE);
+            assert_eq!(walk(&mut d, Some(0x1008)), to);
+        }
     }
 
     /// A run that only counts counts what a run that hands elements over
