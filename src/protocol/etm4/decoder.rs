@@ -3281,8 +3281,9 @@ mod tests {
     }
 
     /// A decoder, made or loaded, holds no walk cache until it keeps a
-    /// walk; then a second walk from the same place is the cached one, and
-    /// walks to an address are kept the same way.
+    /// walk; then a second walk from the same place is the cached one (the
+    /// code is gone from the image by then), and walks to an address are
+    /// kept the same way.
     #[test]
     fn the_walk_caches_are_made_by_the_first_walk_kept() {
         let nop = 0xd503_201fu32;
@@ -3307,10 +3308,12 @@ mod tests {
             assert_eq!(first, ((0x1000, 0x100c, 3), WpRes::Found, 0x100c, 0x1010));
             assert_eq!(d.walk_cache.len(), WALK_CACHE);
             assert!(d.to_walk_cache.is_empty());
-            assert_eq!(walk(&mut d, None), first);
             let to = walk(&mut d, Some(0x1008));
             assert_eq!(to, ((0x1000, 0x1008, 2), WpRes::Found, 0x1008, 0));
             assert_eq!(d.to_walk_cache.len(), TO_WALK_CACHE);
+            // Walked again in an empty image, only the caches can give them.
+            d.image = Arc::new(MemoryImage::default());
+            assert_eq!(walk(&mut d, None), first);
             assert_eq!(walk(&mut d, Some(0x1008)), to);
         }
     }
