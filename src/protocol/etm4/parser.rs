@@ -1647,8 +1647,7 @@ impl Etm4Parser {
                     1
                 };
                 if let Fast::Atom(count, _, bits) = self.fast[rest[n - 1] as usize] {
-                    self.pkt.atom_bits = bits;
-                    self.pkt.atom_count = count;
+                    self.set_atoms(bits, count);
                 }
                 packets += n;
                 last = pos + n - 1;
@@ -1657,8 +1656,7 @@ impl Etm4Parser {
             }
             let n = match self.fast[b as usize] {
                 Fast::Atom(count, _, bits) => {
-                    self.pkt.atom_bits = bits;
-                    self.pkt.atom_count = count;
+                    self.set_atoms(bits, count);
                     1
                 }
                 Fast::ShortAddr(is, _) => {
