@@ -118,6 +118,22 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
     }
 }
 
+/// Bytes of a newly mapped input the kernel is asked to read ahead.
+pub(crate) const READ_AHEAD: usize = 64 << 20;
+
+/// Ask the kernel to start reading the first [`READ_AHEAD`] bytes of a
+/// mapped input now. A mapping is otherwise read a fault at a time, each
+/// waiting on the disk for the pages around it when they are not cached;
+/// asked ahead, the reads run while the decode starts. Measured on 16 MiB
+/// inputs dropped from the page cache (medians of 10 alternating runs):
+/// `decode --summary` of 001-ack_test 130 -> 124 ms, of juno_r1_1 125 ->
+/// 112 ms, of texit-poe2 111 -> 97 ms.
+/// Bounded, so that opening a capture of many gigabytes reads no more than
+/// that; cached pages cost a lookup each. Advice only: errors are ignored.
+pub(crate) fn read_ahead(map: &memmap2::Mmap) {
+    let _ = map.advise_range(memmap2::Advice::WillNeed, 0, map.len().min(READ_AHEAD));
+}
+
 /// Open `path` for reading if it is a regular file (after following
 /// symbolic links). The type is checked before opening, since opening a FIFO
 /// blocks until a writer appears, and again on the opened file, in case the

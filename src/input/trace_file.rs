@@ -33,6 +33,9 @@ impl TraceFile {
             // them could fault (SIGBUS); nothing in this crate writes to it.
             Some(unsafe { Mmap::map(&file) }.map_err(io_err)?)
         };
+        if let Some(m) = &map {
+            super::read_ahead(m);
+        }
         Ok(TraceFile {
             path: path.to_path_buf(),
             map,

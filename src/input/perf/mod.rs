@@ -405,7 +405,9 @@ impl PerfData {
             // SAFETY: read-only mapping of an input file that nothing in this
             // crate writes; a concurrent writer could change the bytes seen
             // (or truncate the file and fault), as for every mapped input.
-            Backing::Map(unsafe { Mmap::map(&file) }.map_err(io_err)?)
+            let map = unsafe { Mmap::map(&file) }.map_err(io_err)?;
+            super::read_ahead(&map);
+            Backing::Map(map)
         };
         PerfData::build(path.to_path_buf(), bytes)
     }
