@@ -1374,6 +1374,15 @@ impl Etm4Parser {
         self.pkt.atom_count = count;
     }
 
+    /// The atom fields of the atom packet whose header is `data[at]`, if
+    /// it is one (nothing for an index past the data).
+    #[inline(always)]
+    fn set_atoms_at(&mut self, data: &[u8], at: usize) {
+        if let Some(Fast::Atom(count, _, bits)) = data.get(at).map(|&b| self.fast[b as usize]) {
+            self.set_atoms(bits, count);
+        }
+    }
+
     /// The packet's address becomes `a` and goes on the address stack.
     /// Each caller builds the whole address first and it is stored once:
     /// changing fields of `pkt.addr` in place and then copying it to the
@@ -1625,13 +1634,20 @@ impl Etm4Parser {
     /// stopped. Rows of atom headers are measured eight bytes at a time
     /// where they are the bytes 0xc0 and above ([`Etm4Parser::c0_atoms`]).
     /// Every packet sets the fields it sets one by one, except the type
-    /// and index, which only the last one's need: a state saved after it
-    /// is the same.
+    /// and index, which only the last one's need, and the atom fields,
+    /// which only the last atom packet's need (set before a packet that
+    /// clears them): a state saved after it is the same.
     // Out of line: it is the loop of most of a count, and inlined into the
     // one-by-one loop it would make that loop's frame larger.
     #[inline(never)]
     fn count_run<const SPANS: bool, F: PacketSink>(&mut self, sink: &mut F, data: &[u8], start: usize, base: u64) -> usize {
         let (mut pos, mut packets, mut last) = (start, 0usize, start);
+        // Where the last atom packet taken starts (NO_ATOM: none since the
+        // fields were last set): its fields are set once, when a packet
+        // that reads or clears them comes, or at the end. Set per row, they
+        // were a load and two stores for every row of atoms.
+        const NO_ATOM: usize = usize::MAX;
+        let mut atom_at = NO_ATOM;
         let c0 = self.c0_atoms;
         while let Some(&b) = data.get(pos) {
             let rest = &data[pos..];
@@ -1646,17 +1662,15 @@ impl Etm4Parser {
                 } else {
                     1
                 };
-                if let Fast::Atom(count, _, bits) = self.fast[rest[n - 1] as usize] {
-                    self.set_atoms(bits, count);
-                }
+                atom_at = pos + n - 1;
                 packets += n;
                 last = pos + n - 1;
                 pos += n;
                 continue;
             }
             let n = match self.fast[b as usize] {
-                Fast::Atom(count, _, bits) => {
-                    self.set_atoms(bits, count);
+                Fast::Atom(..) => {
+                    atom_at = pos;
                     1
                 }
                 Fast::ShortAddr(is, _) => {
@@ -1680,12 +1694,14 @@ impl Etm4Parser {
                     1
                 }
                 Fast::CycleF3 => {
+                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
                     self.cycle_f3(b);
                     self.clear_packet_fields();
                     1
                 }
                 Fast::CycleF2 => {
                     let Some(raw) = rest.get(..2) else { break };
+                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
                     self.cycle_scratch();
                     self.cycle_f2(b, raw[1]);
                     self.clear_packet_fields();
@@ -1697,6 +1713,7 @@ impl Etm4Parser {
             pos += n;
             packets += 1;
         }
+        self.set_atoms_at(data, atom_at);
         if pos > start {
             sink.counted(packets, pos - start);
             let at = if SPANS { self.at(last) } else { base.wrapping_add(last as u64) };
