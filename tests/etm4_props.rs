@@ -193,10 +193,12 @@ fn counting_sink_takes_runs_of_the_fixture() {
     for spans in [false, true] {
         let (one, counted, (in_runs, longest)) = count_both(cfg, &data, &[5000, 7001, 9000, 12345], spans);
         assert_eq!(one, counted);
-        // Nine packets in ten are atoms and addresses, in runs that only
-        // exceptions, contexts and the like cut.
-        assert!(in_runs * 10 >= one.0 * 9, "{in_runs} of {} packets in runs", one.0);
-        assert!(longest >= 20, "longest run {longest}");
+        // Nine packets in ten are atoms and addresses; short exceptions,
+        // contexts and one-byte packets go on in the runs too, and only
+        // what the one-by-one loop must take (sync, trace info, long
+        // address-and-context packets...) and the cuts end them.
+        assert!(in_runs * 100 >= one.0 * 99, "{in_runs} of {} packets in runs", one.0);
+        assert!(longest >= 1000, "longest run {longest}");
     }
 }
 

@@ -1374,6 +1374,62 @@ impl Etm4Parser {
         self.pkt.atom_count = count;
     }
 
+    /// The exception packet at the start of `rest` in its two-byte form,
+    /// taken whole: its length, or `None` when it is not whole there or is
+    /// another form (ETE's PE reset and transaction failure always have a
+    /// third byte), which the one-by-one loop takes.
+    #[inline(always)]
+    fn take_short_exception(&mut self, rest: &[u8]) -> Option<usize> {
+        let b1 = *rest.get(1)?;
+        let t = (b1 >> 1) & 0x1f;
+        if b1 & 0x80 != 0 || (self.set.major >= 5 && (t == 0 || t == 0x18)) {
+            return None;
+        }
+        self.scratch.excep_size = 2;
+        self.finish_exception(b1, 0);
+        Some(2)
+    }
+
+    /// The context packet (header `b`) at the start of `rest`, without the
+    /// info byte or with one that names no IDs, taken whole: its length.
+    /// The caller clears the packet fields after it.
+    #[inline(always)]
+    fn take_context(&mut self, b: u8, rest: &[u8]) -> Option<usize> {
+        if b & 1 == 0 {
+            self.set_context_info(false, 0);
+            return Some(1);
+        }
+        match rest.get(1) {
+            Some(&info) if info & 0xc0 == 0 => {
+                self.set_context_info(true, info);
+                Some(2)
+            }
+            _ => None,
+        }
+    }
+
+    /// The address-and-context packet at the start of `rest` (a 64-bit
+    /// address if `wide`, in instruction set `is`) taken whole: its length.
+    /// The caller clears the packet fields after it.
+    #[inline(always)]
+    fn take_addr_ctxt(&mut self, rest: &[u8], is: u8, wide: bool) -> Option<usize> {
+        let a = if wide { 8 } else { 4 };
+        let info = *rest.get(1 + a)?;
+        let nv = if info & 0x40 != 0 { self.set.vmid_bytes as usize } else { 0 };
+        let nc = if info & 0x80 != 0 { self.set.cid_bytes as usize } else { 0 };
+        let n = 2 + a + nv + nc;
+        let raw = rest.get(..n)?;
+        // The address first: a 32-bit one keeps the upper half when the
+        // context before this packet says AArch64.
+        if wide {
+            self.set_address_64(long_addr_64(&raw[1..9], is), is);
+        } else {
+            self.set_address_32(long_addr_32(&raw[1..5], is), is);
+        }
+        self.context_fields(&raw[1 + a..]);
+        Some(n)
+    }
+
     /// The atom fields of the atom packet whose header is `data[at]`, if
     /// it is one (nothing for an index past the data).
     #[inline(always)]
@@ -1564,49 +1620,15 @@ impl Etm4Parser {
                     (2, PacketType::CycleCountF2, true)
                 }
                 Fast::Exception => {
-                    // Only the two-byte form; ETE's PE reset and transaction
-                    // failure always have a third byte.
-                    let Some(raw) = rest.get(..2) else { break };
-                    let b1 = raw[1];
-                    let t = (b1 >> 1) & 0x1f;
-                    if b1 & 0x80 != 0 || (self.set.major >= 5 && (t == 0 || t == 0x18)) {
-                        break;
-                    }
-                    self.scratch.excep_size = 2;
-                    self.finish_exception(b1, 0);
-                    (2, PacketType::Exception, false)
+                    let Some(n) = self.take_short_exception(rest) else { break };
+                    (n, PacketType::Exception, false)
                 }
                 Fast::Context => {
-                    // Without the info byte, or with one that names no IDs.
-                    let raw = if b & 1 == 0 {
-                        self.set_context_info(false, 0);
-                        &rest[..1]
-                    } else {
-                        match rest.get(..2) {
-                            Some(raw) if raw[1] & 0xc0 == 0 => {
-                                self.set_context_info(true, raw[1]);
-                                raw
-                            }
-                            _ => break,
-                        }
-                    };
-                    (raw.len(), PacketType::Context, true)
+                    let Some(n) = self.take_context(b, rest) else { break };
+                    (n, PacketType::Context, true)
                 }
                 Fast::AddrCtxt(is, ptype, wide) => {
-                    let a = if wide { 8 } else { 4 };
-                    let Some(&info) = rest.get(1 + a) else { break };
-                    let nv = if info & 0x40 != 0 { self.set.vmid_bytes as usize } else { 0 };
-                    let nc = if info & 0x80 != 0 { self.set.cid_bytes as usize } else { 0 };
-                    let n = 2 + a + nv + nc;
-                    let Some(raw) = rest.get(..n) else { break };
-                    // The address first: a 32-bit one keeps the upper half
-                    // when the context before this packet says AArch64.
-                    if wide {
-                        self.set_address_64(long_addr_64(&raw[1..9], is), is);
-                    } else {
-                        self.set_address_32(long_addr_32(&raw[1..5], is), is);
-                    }
-                    self.context_fields(&raw[1 + a..]);
+                    let Some(n) = self.take_addr_ctxt(rest, is, wide) else { break };
                     (n, ptype, true)
                 }
                 Fast::Slow => break,
@@ -1628,11 +1650,11 @@ impl Etm4Parser {
 
 impl Etm4Parser {
     /// The packets from `data[start]` counted by a sink that only counts
-    /// ([`PacketSink::COUNTS`]), as long as they are atom, address,
-    /// exact-match and cycle count packets (those the fast path takes the
-    /// same way whatever comes before) whole in `data`: returns where it
-    /// stopped. Rows of atom headers are measured eight bytes at a time
-    /// where they are the bytes 0xc0 and above ([`Etm4Parser::c0_atoms`]).
+    /// ([`PacketSink::COUNTS`]), as long as they are packets `fast_run`
+    /// takes whole (atoms, addresses, cycle counts, one-byte packets, short
+    /// exceptions, contexts) whole in `data`: returns where it stopped.
+    /// Rows of atom headers are measured eight bytes at a time where they
+    /// are the bytes 0xc0 and above ([`Etm4Parser::c0_atoms`]).
     /// Every packet sets the fields it sets one by one, except the type
     /// and index, which only the last one's need, and the atom fields,
     /// which only the last atom packet's need (set before a packet that
@@ -1693,6 +1715,30 @@ impl Etm4Parser {
                     self.set_exact_match(b & 0x3);
                     1
                 }
+                // The other packets fast_run takes whole, as it takes them:
+                // each cut a run, and a packet between runs cost 001-ack_test
+                // a return, the one-by-one loop's dispatch and a new run.
+                Fast::NoPayload(ptype) => {
+                    self.pkt.ptype = ptype;
+                    self.no_payload(b);
+                    1
+                }
+                Fast::Exception => {
+                    let Some(n) = self.take_short_exception(rest) else { break };
+                    n
+                }
+                Fast::Context => {
+                    let Some(n) = self.take_context(b, rest) else { break };
+                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
+                    self.clear_packet_fields();
+                    n
+                }
+                Fast::AddrCtxt(is, _, wide) => {
+                    let Some(n) = self.take_addr_ctxt(rest, is, wide) else { break };
+                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
+                    self.clear_packet_fields();
+                    n
+                }
                 Fast::CycleF3 => {
                     self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
                     self.cycle_f3(b);
@@ -1731,9 +1777,12 @@ impl Etm4Parser {
             | Fast::ShortAddr(_, ptype)
             | Fast::Long32(_, ptype)
             | Fast::Long64(_, ptype)
-            | Fast::NoPayload(ptype) => ptype,
+            | Fast::NoPayload(ptype)
+            | Fast::AddrCtxt(_, ptype, _) => ptype,
             Fast::CycleF3 => PacketType::CycleCountF3,
             Fast::CycleF2 => PacketType::CycleCountF2,
+            Fast::Exception => PacketType::Exception,
+            Fast::Context => PacketType::Context,
             _ => self.pkt.ptype,
         }
     }
