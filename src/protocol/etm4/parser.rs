@@ -1565,8 +1565,7 @@ impl Etm4Parser {
                             continue;
                         }
                     }
-                    self.pkt.atom_bits = bits;
-                    self.pkt.atom_count = count;
+                    self.set_atoms(bits, count);
                     if F::SMALL {
                         // Most packets of most captures: no tail to test.
                         pos += 1;
@@ -1926,9 +1925,8 @@ impl Etm4Parser {
             sink.run_end(packets, pos - start, index);
             self.pkt.ptype = self.run_ptype(data[last]);
             // The atom fields, kept by the packets after an atom packet.
-            if let Some(Fast::Atom(count, _, bits)) = last_atom.map(|p: usize| self.fast[data[p] as usize]) {
-                self.pkt.atom_bits = bits;
-                self.pkt.atom_count = count;
+            if let Some(p) = last_atom {
+                self.set_atoms_at(data, p);
             }
             self.pkt.index = index;
             self.pkt.offset = index;
