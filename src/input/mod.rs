@@ -119,7 +119,7 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
 }
 
 /// Bytes of a newly mapped input the kernel is asked to read ahead.
-pub(crate) const READ_AHEAD: usize = 64 << 20;
+const READ_AHEAD: usize = 64 << 20;
 
 /// Ask the kernel to start reading the first [`READ_AHEAD`] bytes of a
 /// mapped input now. A mapping is otherwise read a fault at a time, each

@@ -230,6 +230,9 @@ impl<F: FnMut(&Packet, &[u8]) -> bool> PacketSink for F {
 /// at most: their header bytes fill a `u64`.
 pub const ROW_PACKETS: usize = 8;
 
+/// No atom packet pending in the counting loop (see `count_run`).
+const NO_ATOM: usize = usize::MAX;
+
 /// The first `avail` bytes of `rest` (at most 8, and no more than it
 /// holds) as a row's bytes for [`PacketSink::run_atoms`].
 #[inline(always)]
@@ -1430,6 +1433,15 @@ impl Etm4Parser {
         Some(n)
     }
 
+    /// In the counting loop, a packet that clears the packet fields: the
+    /// atom packet pending at `*atom_at` (if any) sets its fields first,
+    /// as it did one by one, and none is pending after.
+    #[inline(always)]
+    fn clear_after_atoms(&mut self, data: &[u8], atom_at: &mut usize) {
+        self.set_atoms_at(data, std::mem::replace(atom_at, NO_ATOM));
+        self.clear_packet_fields();
+    }
+
     /// The atom fields of the atom packet whose header is `data[at]`, if
     /// it is one (nothing for an index past the data).
     #[inline(always)]
@@ -1665,9 +1677,8 @@ impl Etm4Parser {
         let (mut pos, mut packets, mut last) = (start, 0usize, start);
         // Where the last atom packet taken starts (NO_ATOM: none since the
         // fields were last set): its fields are set once, when a packet
-        // that reads or clears them comes, or at the end. Set per row, they
-        // were a load and two stores for every row of atoms.
-        const NO_ATOM: usize = usize::MAX;
+        // that clears them comes (`clear_after_atoms`), or at the end. Set
+        // per row, they were a load and two stores for every row of atoms.
         let mut atom_at = NO_ATOM;
         let c0 = self.c0_atoms;
         while let Some(&b) = data.get(pos) {
@@ -1728,28 +1739,24 @@ impl Etm4Parser {
                 }
                 Fast::Context => {
                     let Some(n) = self.take_context(b, rest) else { break };
-                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
-                    self.clear_packet_fields();
+                    self.clear_after_atoms(data, &mut atom_at);
                     n
                 }
                 Fast::AddrCtxt(is, _, wide) => {
                     let Some(n) = self.take_addr_ctxt(rest, is, wide) else { break };
-                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
-                    self.clear_packet_fields();
+                    self.clear_after_atoms(data, &mut atom_at);
                     n
                 }
                 Fast::CycleF3 => {
-                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
                     self.cycle_f3(b);
-                    self.clear_packet_fields();
+                    self.clear_after_atoms(data, &mut atom_at);
                     1
                 }
                 Fast::CycleF2 => {
                     let Some(raw) = rest.get(..2) else { break };
-                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
                     self.cycle_scratch();
                     self.cycle_f2(b, raw[1]);
-                    self.clear_packet_fields();
+                    self.clear_after_atoms(data, &mut atom_at);
                     2
                 }
                 _ => break,
