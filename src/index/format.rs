@@ -37,7 +37,7 @@ use crate::session::Counts;
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TSIGHTIX");
 /// Bumped whenever the layout or the saved decode state changes.
-pub const VERSION: u64 = 4;
+pub const VERSION: u64 = 5;
 /// "No value" in optional fields.
 pub const NONE: u64 = u64::MAX;
 

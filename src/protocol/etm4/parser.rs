@@ -305,9 +305,11 @@ pub struct Etm4Parser {
     handler: Handler,
     buf: Vec<u8>,
     pkt: Packet,
-    /// Address history as a ring: `stack[stack_head]` is the most recent.
+    /// Address history, the most recent first. Shifted on every push
+    /// rather than kept as a ring: a ring's head moved with a compare and
+    /// its store took an index check, more instructions than one 32-byte
+    /// move and a store, once for every address packet.
     stack: [Address; 3],
-    stack_head: usize,
     scratch: Scratch,
     is_sync: bool,
     first_trace_info: bool,
@@ -365,7 +367,6 @@ impl Etm4Parser {
         crate::protocol::check_state(
             "ETMv4 parser",
             &[
-                (self.stack_head < self.stack.len(), "address stack index"),
                 (self.buf.len() <= MAX_PACKET_BYTES, "packet buffer length"),
                 (s.ts_bytes <= 9, "timestamp bytes"),
                 (s.excep_size <= 3, "exception packet size"),
@@ -398,7 +399,6 @@ impl Etm4Parser {
             buf: Vec::with_capacity(64),
             pkt: Packet::start_state(),
             stack: [reset_address(); 3],
-            stack_head: 0,
             scratch: Scratch::default(),
             is_sync: false,
             first_trace_info: false,
@@ -834,7 +834,6 @@ impl Etm4Parser {
         self.pkt.ts_valid = false;
         self.pkt.trace_info = Default::default();
         self.stack = [reset_address(); 3];
-        self.stack_head = 0;
         self.pkt.addr = self.stack[0];
     }
 
@@ -973,7 +972,7 @@ impl Etm4Parser {
         if format == PacketType::CycleCountF1 && self.scratch.commit_done && self.scratch.count_done {
             let mut idx = 1;
             if !self.set.commit_opt1 {
-                match cont_field(&self.buf[idx..], 5) {
+                match cont_field(self.held_from(idx), 5) {
                     Some((v, n)) => {
                         idx += n;
                         self.set_commit(v);
@@ -1170,26 +1169,29 @@ impl Etm4Parser {
     /// Context fields starting at the info byte `buf[at]`.
     fn extract_context(&mut self, at: usize) {
         let buf = std::mem::take(&mut self.buf);
-        self.context_fields(&buf[at..]);
+        self.context_fields(buf.get(at..).unwrap_or_default());
         self.buf = buf;
     }
 
-    /// Context fields from `b`: the info byte, then the IDs it names.
+    /// Context fields from `b`: the info byte, then the IDs it names. The
+    /// byte-wise handler counted the ID bytes from the info byte as it came;
+    /// in a loaded state that was edited the info byte held may name more
+    /// than the buffer holds, and those read as zero.
     fn context_fields(&mut self, b: &[u8]) {
-        let info = b[0];
+        let info = b.first().copied().unwrap_or(0);
         self.set_context_info(true, info);
         let nv = if info & 0x40 != 0 { self.set.vmid_bytes as usize } else { 0 };
         let nc = if info & 0x80 != 0 { self.set.cid_bytes as usize } else { 0 };
         let mut p = 1;
         if nv > 0 {
-            let v = le_bytes(&b[p..p + nv]);
+            let v = b.get(p..p + nv).map_or(0, le_bytes);
             p += nv;
             self.pkt.context.vmid = v;
             self.pkt.context.updated = true;
             self.pkt.context.updated_vmid = true;
         }
         if nc > 0 {
-            let v = le_bytes(&b[p..p + nc]);
+            let v = b.get(p..p + nc).map_or(0, le_bytes);
             self.pkt.context.context_id = v;
             self.pkt.context.updated = true;
             self.pkt.context.updated_cid = true;
@@ -1232,11 +1234,11 @@ impl Etm4Parser {
         if s.addr_bytes == 0 && s.ctxt_info_done && s.vmid_bytes == 0 && s.cid_bytes == 0 {
             let is = s.addr_is;
             let next = if s.addr_64 {
-                let v = long_addr_64(&self.buf[1..9], is);
+                let v = long_addr_64(self.held_from(1), is);
                 self.set_address_64(v, is);
                 9
             } else {
-                let v = long_addr_32(&self.buf[1..5], is);
+                let v = long_addr_32(self.held_from(1), is);
                 self.set_address_32(v, is);
                 5
             };
@@ -1256,7 +1258,7 @@ impl Etm4Parser {
         }
         if self.scratch.addr_done {
             let is = self.scratch.addr_is;
-            let (v, bits, _) = short_addr(&self.buf[1..], is);
+            let (v, bits, _) = short_addr(self.held_from(1), is);
             self.update_short_address(v, is, bits);
             self.state = State::SendPacket;
         }
@@ -1274,10 +1276,10 @@ impl Etm4Parser {
         if len == 1 + self.scratch.addr_bytes as usize {
             let is = self.scratch.addr_is;
             if self.scratch.addr_64 {
-                let v = long_addr_64(&self.buf[1..9], is);
+                let v = long_addr_64(self.held_from(1), is);
                 self.set_address_64(v, is);
             } else {
-                let v = long_addr_32(&self.buf[1..5], is);
+                let v = long_addr_32(self.held_from(1), is);
                 self.set_address_32(v, is);
             }
             self.state = State::SendPacket;
@@ -1336,17 +1338,17 @@ impl Etm4Parser {
                 if s.addr_match {
                     self.set_exact_match(s.qe);
                 } else if s.addr_short {
-                    let (v, bits, n) = short_addr(&self.buf[1..], s.addr_is);
+                    let (v, bits, n) = short_addr(self.held_from(1), s.addr_is);
                     idx += n;
                     self.update_short_address(v, s.addr_is, bits);
                 } else {
-                    let v = long_addr_32(&self.buf[1..5], s.addr_is);
+                    let v = long_addr_32(self.held_from(1), s.addr_is);
                     idx += 4;
                     self.set_address_32(v, s.addr_is);
                 }
             }
             if s.q_type != 0xf {
-                match cont_field(&self.buf[idx..], 5) {
+                match cont_field(self.held_from(idx), 5) {
                     Some((count, _)) => {
                         self.pkt.q = super::packet::QInfo {
                             count,
@@ -1451,6 +1453,13 @@ impl Etm4Parser {
         }
     }
 
+    /// The packet bytes from `from` on. The byte-wise handlers read their
+    /// payload through it: a loaded state (an index file from elsewhere)
+    /// may hold sizes that do not fit its buffer, and must not panic.
+    fn held_from(&self, from: usize) -> &[u8] {
+        self.buf.get(from..).unwrap_or_default()
+    }
+
     /// The packet's address becomes `a` and goes on the address stack.
     /// Each caller builds the whole address first and it is stored once:
     /// changing fields of `pkt.addr` in place and then copying it to the
@@ -1458,8 +1467,10 @@ impl Etm4Parser {
     #[inline(always)]
     fn put_addr(&mut self, a: Address) {
         self.pkt.addr = a;
-        self.stack_head = if self.stack_head == 0 { 2 } else { self.stack_head - 1 };
-        self.stack[self.stack_head] = a;
+        // As one 32-byte move: built as a new array, each entry was copied
+        // field by field.
+        self.stack.copy_within(0..2, 1);
+        self.stack[0] = a;
     }
 
     fn set_address_64(&mut self, v: u64, is: u8) {
@@ -1512,7 +1523,7 @@ impl Etm4Parser {
     /// The address an exact match packet for entry `idx` gives.
     #[inline(always)]
     fn matched_address(&self, idx: u8) -> Address {
-        if (idx as usize) < 3 { self.stack[(self.stack_head + idx as usize) % 3] } else { self.pkt.addr }
+        self.stack.get(idx as usize).copied().unwrap_or(self.pkt.addr)
     }
 
     /// Per-packet fields a packet only sets when it carries them; cleared
@@ -2122,15 +2133,17 @@ fn cond_result_field(buf: &[u8]) -> Option<usize> {
     Some(6)
 }
 
-/// Short address payload: (value, valid bits, bytes used).
+/// Short address payload: (value, valid bits, bytes used). Bytes missing
+/// from `buf` (only where a loaded state was edited) read as zero.
 #[inline]
 fn short_addr(buf: &[u8], is: u8) -> (u32, u8, usize) {
     let shift = if is == 0 { 2 } else { 1 };
-    let mut v = ((buf[0] & 0x7f) as u32) << shift;
+    let b0 = buf.first().copied().unwrap_or(0);
+    let mut v = ((b0 & 0x7f) as u32) << shift;
     let mut bits = 7u8;
     let mut n = 1;
-    if buf[0] & 0x80 != 0 {
-        v |= (buf[1] as u32) << (7 + shift);
+    if b0 & 0x80 != 0 {
+        v |= (buf.get(1).copied().unwrap_or(0) as u32) << (7 + shift);
         bits += 8;
         n = 2;
     }
@@ -2148,20 +2161,33 @@ fn short_addr_len(rest: &[u8]) -> Option<usize> {
     }
 }
 
+/// The address of a 32-bit address packet's payload `b` (IS0: bits 2-8
+/// and 9-15 in the first two bytes' low seven bits; IS1: bits 1-7, then
+/// whole bytes). Taken as one little-endian word: byte by byte it was 17
+/// instructions a packet on 001-ack_test.
 #[inline]
 fn long_addr_32(b: &[u8], is: u8) -> u32 {
-    let low = if is == 0 {
-        (((b[0] & 0x7f) as u32) << 2) | (((b[1] & 0x7f) as u32) << 9)
+    let w = le_word(b);
+    if is == 0 {
+        ((w & 0x7f) << 2) | ((w & 0x7f00) << 1) | (w & 0xffff_0000)
     } else {
-        (((b[0] & 0x7f) as u32) << 1) | ((b[1] as u32) << 8)
-    };
-    low | ((b[2] as u32) << 16) | ((b[3] as u32) << 24)
+        ((w & 0x7f) << 1) | (w & 0xffff_ff00)
+    }
 }
 
 #[inline]
 fn long_addr_64(b: &[u8], is: u8) -> u64 {
-    let low = long_addr_32(&b[..4], is) as u64;
-    low | ((b[4] as u64) << 32) | ((b[5] as u64) << 40) | ((b[6] as u64) << 48) | ((b[7] as u64) << 56)
+    let high = b.get(4..).map_or(0, le_word) as u64;
+    long_addr_32(b, is) as u64 | high << 32
+}
+
+/// The first four bytes of `b` as a little-endian word (those there are).
+#[inline(always)]
+fn le_word(b: &[u8]) -> u32 {
+    match b.first_chunk::<4>() {
+        Some(c) => u32::from_le_bytes(*c),
+        None => le_bytes(b),
+    }
 }
 
 fn le_bytes(b: &[u8]) -> u32 {
