@@ -551,8 +551,10 @@ impl PtmParser {
             done = self.s.bytes_needed == self.buf.len();
         }
         if done {
-            let b = &self.buf;
-            let addr = (b[1] as u32 & 0xfe) | (b[2] as u32) << 8 | (b[3] as u32) << 16 | (b[4] as u32) << 24;
+            // Bytes missing only where a loaded state was edited (the count
+            // needed no longer matches the packet): they read as zero.
+            let b = |i: usize| self.buf.get(i).copied().unwrap_or(0) as u32;
+            let addr = (b(1) & 0xfe) | b(2) << 8 | b(3) << 16 | b(4) << 24;
             self.pkt.update_address(addr as u64, 32);
             let mut opt = 6;
             if self.s.need_cc {
