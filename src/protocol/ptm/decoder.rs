@@ -54,6 +54,30 @@ struct PeState {
     valid: bool,
 }
 
+/// Entries of the cache of walks to the next waypoint (a power of two),
+/// direct-mapped.
+const WALK_CACHE: usize = 4096;
+
+/// A walk to the next waypoint as [`PtmDecoder::walk`] made it, kept so
+/// that the next walk from the same place is not stepped again. PTM
+/// decoding keeps no IT-block state (OpenCSD's PTM decoder tracks none), so
+/// such a walk depends only on where it starts (address, instruction set,
+/// memory space) and on the decoder's program image and options, which do
+/// not change under it.
+#[derive(Clone, Copy)]
+struct CachedWalk {
+    start: u64,
+    isa: Isa,
+    space: u8,
+    end: u64,
+    count: u32,
+    /// The walk met a waypoint; otherwise it stopped at the inaccessible
+    /// address `nacc_addr`.
+    found: bool,
+    nacc_addr: u64,
+    last: InstrInfo,
+}
+
 /// Result of a walk.
 struct Walk {
     start: u64,
@@ -91,6 +115,10 @@ pub struct PtmDecoder {
     /// with the trace-on reason, exception number, instruction count and
     /// memory space: a NO_SYNC after a bad packet shows whichever was last set.
     shared_payload: u32,
+    /// Walks to the next waypoint already made (see [`CachedWalk`]); not
+    /// part of the state: made again from the image after a load.
+    #[serde(skip)]
+    walks: Vec<Option<CachedWalk>>,
 }
 
 impl Decoder for PtmDecoder {
@@ -129,6 +157,7 @@ impl Decoder for PtmDecoder {
         let fresh = PtmDecoder::new(cfg, image);
         self.image = fresh.image;
         self.idec = fresh.idec;
+        self.walks = Vec::new();
         self.core.trace_id = fresh.core.trace_id;
         self.rs.active = fresh.rs.active;
     }
@@ -167,6 +196,7 @@ impl PtmDecoder {
             rs: ReturnStack::new(cfg.return_stack_active()),
             elem_isa: Isa::Unknown,
             shared_payload: 0,
+            walks: Vec::new(),
         };
         d.reset_state();
         d
@@ -489,8 +519,37 @@ impl PtmDecoder {
         self.emit(sink, self.core.index_curr, kind, cc);
     }
 
-    /// Walk from the current address, as OpenCSD's `traceInstrToWP`.
+    /// Walk from the current address, as OpenCSD's `traceInstrToWP`: to the
+    /// next waypoint through the cache of such walks (a walk that failed
+    /// is not kept, and is made again each time).
     fn walk(&mut self, to: WalkTo) -> Result<Walk, DecodeError> {
+        if to != WalkTo::Waypoint {
+            return self.step(to);
+        }
+        let (start, isa, space) = (self.pe.addr, self.pe.isa, self.mem_space().0);
+        let slot = ((start >> 1) ^ (start >> 13)) as usize & (WALK_CACHE - 1);
+        let hit = self.walks.get(slot).copied().flatten().filter(|c| c.start == start && c.isa == isa && c.space == space);
+        if let Some(c) = hit {
+            if !c.found {
+                self.nacc_pending = true;
+                self.nacc_addr = c.nacc_addr;
+            }
+            return Ok(Walk { start, end: c.end, count: c.count, found: c.found, last: c.last });
+        }
+        let w = self.step(to)?;
+        if self.walks.is_empty() {
+            self.walks = vec![None; WALK_CACHE];
+        }
+        if let Some(entry) = self.walks.get_mut(slot) {
+            let nacc_addr = if w.found { 0 } else { self.nacc_addr };
+            *entry = Some(CachedWalk { start, isa, space, end: w.end, count: w.count, found: w.found, nacc_addr, last: w.last });
+        }
+        Ok(w)
+    }
+
+    /// Walk from the current address instruction by instruction (passing
+    /// ordinary code with the image's stop map).
+    fn step(&mut self, to: WalkTo) -> Result<Walk, DecodeError> {
         let space = self.mem_space();
         let isa = self.pe.isa;
         let mut addr = self.pe.addr;
@@ -559,7 +618,7 @@ mod walk_tests {
     use super::*;
     use crate::image::walkcase::walk_case;
 
-    fn walk_from(image: &MemoryImage, isa: Isa, start: u64, to: Option<u64>) -> String {
+    fn decoder(image: &MemoryImage) -> PtmDecoder {
         let cfg = PtmConfig::from_registers(
             |r| match r {
                 "ETMCR" => Some(0),
@@ -571,10 +630,20 @@ mod walk_tests {
             Some("Cortex-A15"),
         )
         .unwrap();
-        let mut d = PtmDecoder::new(&cfg, Arc::new(image.clone()));
+        PtmDecoder::new(&cfg, Arc::new(image.clone()))
+    }
+
+    /// One walk of `d` from `start`, and what it left: as text.
+    fn walk_with(d: &mut PtmDecoder, isa: Isa, start: u64, to: Option<u64>) -> String {
         d.pe = PeState { addr: start, isa, valid: true };
+        d.nacc_pending = false;
+        d.nacc_addr = 0;
         let w = d.walk(to.map_or(WalkTo::Waypoint, WalkTo::AddressIncl)).map(|w| (w.start, w.end, w.count, w.found, w.last));
         format!("{w:?} nacc {} {:#x} it {:?}", d.nacc_pending, d.nacc_addr, d.it)
+    }
+
+    fn walk_from(image: &MemoryImage, isa: Isa, start: u64, to: Option<u64>) -> String {
+        walk_with(&mut decoder(image), isa, start, to)
     }
 
     proptest::proptest! {
@@ -592,6 +661,26 @@ mod walk_tests {
                 for to in [None, case.to()] {
                     proptest::prop_assert_eq!(walk_from(&mapped, isa, start, to), walk_from(&stepping, isa, start, to), "{:?} from {:#x} to {:?}", isa, start, to);
                 }
+            }
+        }
+
+        /// Issue 16: a walk to the next waypoint made again, from the
+        /// decoder's cache of walks, gives what it gave when it was made
+        /// (its range, last instruction and inaccessible address alike), in
+        /// any order of starts.
+        #[test]
+        fn ptm_walks_from_the_cache_are_the_walks_made(case in walk_case()) {
+            let (mapped, _) = case.images();
+            let isa = if case.isa == Isa::T32 { Isa::T32 } else { Isa::A32 };
+            let mut d = decoder(&mapped);
+            let made: Vec<String> = (0..case.starts.len()).map(|i| walk_with(&mut d, isa, case.start(i), None)).collect();
+            for (i, first) in made.iter().enumerate().rev() {
+                let start = case.start(i);
+                if first.starts_with("Ok") {
+                    let kept = d.walks.iter().flatten().any(|c| c.start == start && c.isa == isa);
+                    proptest::prop_assert!(kept, "walk from {:#x} not kept", start);
+                }
+                proptest::prop_assert_eq!(&walk_with(&mut d, isa, start, None), first, "{:?} from {:#x}", isa, start);
             }
         }
     }
