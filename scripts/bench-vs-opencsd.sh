@@ -59,9 +59,17 @@ make_input() {
         tf=$(trace_file "$src")
         size=$(wc -c <"$src/$tf")
         copies=$(( (mib * 1048576 + size - 1) / size ))
-        : >"$dst/$tf"
-        i=0
-        while [ $i -lt "$copies" ]; do cat "$src/$tf"; i=$((i + 1)); done >>"$dst/$tf"
+        # Doubled until there are enough copies, then cut to `copies` of
+        # them: one `cat` per copy took minutes for a trace of a few bytes.
+        cp "$src/$tf" "$dst/$tf.rep"
+        n=1
+        while [ $n -lt "$copies" ]; do
+            cat "$dst/$tf.rep" "$dst/$tf.rep" >"$dst/$tf.tmp"
+            mv "$dst/$tf.tmp" "$dst/$tf.rep"
+            n=$((n * 2))
+        done
+        head -c $((copies * size)) "$dst/$tf.rep" >"$dst/$tf"
+        rm -f "$dst/$tf.rep"
         touch "$dst/.complete"
     fi
     echo "$dst"
