@@ -769,6 +769,15 @@ impl Etm4Parser {
                 self.pkt.err_type = PacketType::Async;
             } else {
                 self.is_sync = true;
+                // Read only while unsynchronised, which the parser is not
+                // again before a reset (which clears them). Left set, a
+                // decode started part way through whose parser listed bytes
+                // before its first A-sync never met the decode from the
+                // start in the parallel index build: juno-uname-002
+                // repeated had its second half decoded twice, its summary no
+                // faster on two cores than on one.
+                self.sent_not_sync = false;
+                self.dump_unsynced = 0;
             }
         } else if len == 12 {
             if !self.is_sync {

@@ -674,12 +674,15 @@ mod walk_tests {
             let isa = if case.isa == Isa::T32 { Isa::T32 } else { Isa::A32 };
             let mut d = decoder(&mapped);
             let made: Vec<String> = (0..case.starts.len()).map(|i| walk_with(&mut d, isa, case.start(i), None)).collect();
+            // (A start may take another's entry: only the last one walked
+            // is sure to be kept.)
+            let last = case.starts.len() - 1;
+            if made[last].starts_with("Ok") {
+                let kept = d.walks.iter().flatten().any(|c| c.start == case.start(last) && c.isa == isa);
+                proptest::prop_assert!(kept, "walk from {:#x} not kept", case.start(last));
+            }
             for (i, first) in made.iter().enumerate().rev() {
                 let start = case.start(i);
-                if first.starts_with("Ok") {
-                    let kept = d.walks.iter().flatten().any(|c| c.start == start && c.isa == isa);
-                    proptest::prop_assert!(kept, "walk from {:#x} not kept", start);
-                }
                 proptest::prop_assert_eq!(&walk_with(&mut d, isa, start, None), first, "{:?} from {:#x}", isa, start);
             }
         }

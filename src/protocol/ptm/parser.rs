@@ -296,6 +296,14 @@ impl PtmParser {
                 }
             }
         }
+        if self.state != State::WaitSync {
+            // Read only while waiting for the first A-sync, which only a
+            // reset (which clears it) brings back: a state saved from here on
+            // is the same whether or not bytes were listed before that
+            // A-sync, as the parallel index build needs to see two decodes
+            // meet (see the ETMv4 parser's `is_sync`).
+            self.sent_not_sync = false;
+        }
         self.bytes_in += pos as u64;
         pos
     }
