@@ -1113,17 +1113,13 @@ impl Etm4Decoder {
             self.next_seq += 1;
             self.stack.push_back(e);
         }
-        // Numbered as `push` numbers every entry (the next P0 number, not
+        // Through `push`, numbered as every entry (the next P0 number, not
         // taken): a saved state holds the number as a counter, which the
         // parallel index build shifts from a decode started part way
         // through to the one from the start; a 0 here became that shift.
-        let mut e = P0::new(P0Kind::TraceInfo, false, pkt.ptype, pkt.index);
-        e.seq = self.next_seq;
-        self.stack.push_back(e);
+        self.push(P0Kind::TraceInfo, false, pkt);
         if ti.in_transaction() {
-            let mut e = P0::new(P0Kind::TransTraceInit, false, pkt.ptype, pkt.index);
-            e.seq = self.next_seq;
-            self.stack.push_back(e);
+            self.push(P0Kind::TransTraceInit, false, pkt);
         }
     }
 
