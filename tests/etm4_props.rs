@@ -222,3 +222,92 @@ proptest! {
         }
     }
 }
+
+const ASYNC: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80];
+
+/// Packets the one-by-one fast path takes whole since A-syncs, Trace Infos,
+/// timestamps and contexts with IDs left the byte-wise machine: well formed
+/// and malformed ones (runaway continuation bits, sections cut short), with
+/// random bytes between them.
+fn sync_point_packets() -> impl Strategy<Value = Vec<u8>> {
+    let cont = |n| proptest::collection::vec(0x80u8..=0xff, 0..n);
+    let packet = prop_oneof![
+        Just(ASYNC.to_vec()),
+        // A-sync cut short or with a stray byte: a bad sequence.
+        (1usize..12, any::<u8>()).prop_map(|(n, b)| {
+            let mut v = vec![0u8; n];
+            v.push(b);
+            v
+        }),
+        (any::<u8>(), proptest::collection::vec(any::<u8>(), 0..12)).prop_map(|(plctl, body)| {
+            let mut v = vec![0x01, plctl];
+            v.extend(body);
+            v
+        }),
+        (0x02u8..=0x03, cont(10), any::<u8>(), cont(5), any::<u8>()).prop_map(|(h, ts, ts_end, cc, cc_end)| {
+            let mut v = vec![h];
+            v.extend(ts);
+            v.push(ts_end & 0x7f);
+            v.extend(cc);
+            v.push(cc_end & 0x7f);
+            v
+        }),
+        (0x80u8..=0x81, any::<u8>(), proptest::collection::vec(any::<u8>(), 0..9)).prop_map(|(h, info, ids)| {
+            let mut v = vec![h, info];
+            v.extend(ids);
+            v
+        }),
+        proptest::collection::vec(any::<u8>(), 0..6),
+    ];
+    proptest::collection::vec(packet, 0..48).prop_map(|ps| {
+        let mut all = ASYNC.to_vec();
+        all.extend_from_slice(&[0x01, 0x00]);
+        all.extend(ps.into_iter().flatten());
+        all
+    })
+}
+
+/// The packet lines and the saved state after parsing `data` in pushes
+/// cut at `cuts`.
+fn lines_and_state(cfg: &Etm4Config, data: &[u8], cuts: &[usize]) -> (Vec<String>, Vec<u8>) {
+    let mut p = Etm4Parser::new(cfg);
+    let mut lines = Vec::new();
+    let mut sink = |pkt: &Packet, raw: &[u8]| {
+        let mut s = String::new();
+        display::write_opencsd_line(&mut s, 0x10, pkt, raw, cfg.is_ete());
+        display::write_json(&mut s, 0x10, pkt, raw);
+        lines.push(s);
+    };
+    let mut start = 0;
+    for &c in cuts.iter().chain(std::iter::once(&data.len())) {
+        if c > start && c <= data.len() {
+            p.push(start as u64, &data[start..c], &mut sink);
+            start = c;
+        }
+    }
+    let state = p.save_state();
+    p.finish(&mut sink);
+    (lines, state)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    /// Whole, the fast path takes these packets; pushed a byte at a time
+    /// (but for the last byte),
+    /// the byte-wise machine does: the packets and the state after them
+    /// are the same.
+    #[test]
+    fn sync_point_packets_whole_as_byte_by_byte(data in sync_point_packets()) {
+        let every: Vec<usize> = (1..data.len()).collect();
+        // The last byte pushed alone in both, so both states were saved
+        // after a push at the same index.
+        let last = [data.len() - 1];
+        for cfg in configs() {
+            let (whole, whole_state) = lines_and_state(&cfg, &data, &last);
+            let (bytewise, bytewise_state) = lines_and_state(&cfg, &data, &every);
+            prop_assert_eq!(&whole, &bytewise);
+            prop_assert!(whole_state == bytewise_state, "saved states differ");
+        }
+    }
+}

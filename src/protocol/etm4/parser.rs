@@ -526,6 +526,11 @@ impl Etm4Parser {
                         }
                     }
                     self.clear_packet_fields();
+                    // What earlier packets left in the scratch (the fast
+                    // path leaves some) would be saved with a push that ends
+                    // inside this one; with it, a state depended on where
+                    // pushes split the packets before.
+                    self.scratch = Scratch::default();
                     self.packet_index = self.at(pos);
                     if self.is_sync {
                         let (t, h) = self.table[data[pos] as usize];
@@ -793,49 +798,27 @@ impl Etm4Parser {
     }
 
     fn trace_info(&mut self, b: u8) {
-        let len = self.buf.len();
         let s = &mut self.scratch;
-        if len == 1 {
-            s.tinfo_flags = 0;
-            s.tinfo_ctrl_bytes = 1;
-        } else if len == 2 {
-            s.tinfo_flags = !b & TINFO_ALL_SECT;
-            if b & 0x80 == 0 {
-                s.tinfo_flags |= TINFO_CTRL;
-            }
-        } else {
-            let done = b & 0x80 == 0;
-            if s.tinfo_flags & TINFO_CTRL == 0 {
-                if done {
-                    s.tinfo_flags |= TINFO_CTRL;
-                }
-                s.tinfo_ctrl_bytes = s.tinfo_ctrl_bytes.saturating_add(1);
-            } else {
-                for sect in [TINFO_INFO, TINFO_KEY, TINFO_SPEC, TINFO_CYCT, TINFO_WNDW] {
-                    if s.tinfo_flags & sect == 0 {
-                        if done {
-                            s.tinfo_flags |= sect;
-                        }
-                        break;
-                    }
-                }
-            }
-        }
+        tinfo_step(&mut s.tinfo_flags, &mut s.tinfo_ctrl_bytes, self.buf.len(), b);
         if self.scratch.tinfo_flags == TINFO_ALL {
             let start = self.scratch.tinfo_ctrl_bytes as usize + 1;
-            match decode_trace_info(&self.buf, start) {
-                Some(ti) => {
-                    self.clear_trace_info();
-                    let ti_initial = !self.first_trace_info;
-                    self.pkt.trace_info = super::packet::TraceInfo { initial: ti_initial, ..ti };
-                    self.state = State::SendPacket;
-                    self.first_trace_info = true;
-                }
-                None => {
-                    self.clear_trace_info();
-                    self.bad_sequence();
-                }
+            let ti = decode_trace_info(&self.buf, start);
+            self.apply_trace_info(ti);
+        }
+    }
+
+    /// A whole Trace Info packet's sections (`None`: one ran past the end,
+    /// a bad sequence) become the packet's and the parser's.
+    fn apply_trace_info(&mut self, ti: Option<super::packet::TraceInfo>) {
+        self.clear_trace_info();
+        match ti {
+            Some(ti) => {
+                let ti_initial = !self.first_trace_info;
+                self.pkt.trace_info = super::packet::TraceInfo { initial: ti_initial, ..ti };
+                self.state = State::SendPacket;
+                self.first_trace_info = true;
             }
+            None => self.bad_sequence(),
         }
     }
 
@@ -1413,13 +1396,67 @@ impl Etm4Parser {
             self.set_context_info(false, 0);
             return Some(1);
         }
-        match rest.get(1) {
-            Some(&info) if info & 0xc0 == 0 => {
-                self.set_context_info(true, info);
-                Some(2)
-            }
-            _ => None,
+        let info = *rest.get(1)?;
+        let nv = if info & 0x40 != 0 { self.set.vmid_bytes as usize } else { 0 };
+        let nc = if info & 0x80 != 0 { self.set.cid_bytes as usize } else { 0 };
+        if info & 0xc0 != 0 && nv + nc == 0 {
+            // IDs named where the configuration has none: the byte-wise
+            // machine takes one byte more, as OpenCSD does.
+            return None;
         }
+        let raw = rest.get(..2 + nv + nc)?;
+        self.context_fields(&raw[1..]);
+        Some(raw.len())
+    }
+
+    /// The timestamp packet (header `b`, with a cycle count if its bit 0
+    /// is set) at the start of `rest`, taken whole: its length. `None`
+    /// when it runs past `rest` or its count is malformed, both left to
+    /// the byte-wise machine. The caller clears the packet fields after.
+    #[inline(always)]
+    fn take_timestamp(&mut self, b: u8, rest: &[u8]) -> Option<usize> {
+        // As the byte-wise machine counts: at most 9 timestamp bytes, the
+        // last one whole; then count bytes up to one without bit 7.
+        let tail = rest.get(1..)?;
+        let ts_len = tail.iter().take(9).position(|&x| x & 0x80 == 0).map_or(9, |i| i + 1);
+        let mut n = 1 + ts_len;
+        let mut cc = None;
+        if b & 1 == 1 {
+            let count = rest.get(n..)?;
+            // Longer counts than three bytes are read as three (as the
+            // byte-wise machine reads them); rarer than rare, left to it.
+            let cc_len = count.iter().take(3).position(|&x| x & 0x80 == 0)? + 1;
+            cc = Some(cont_field(&count[..cc_len], 3)?.0);
+            n += cc_len;
+        }
+        let (ts, nbytes) = ts_field(rest.get(1..1 + ts_len)?);
+        self.apply_timestamp(ts, nbytes);
+        if let Some(cc) = cc {
+            self.set_cc(cc & self.set.cc_mask);
+        }
+        Some(n)
+    }
+
+    /// The Trace Info packet at the start of `rest`, taken whole: its
+    /// length. `None` when it runs past `rest` (or past 64 bytes, a length
+    /// only a malformed one reaches) or a section is malformed.
+    #[inline(always)]
+    fn take_trace_info(&mut self, rest: &[u8]) -> Option<usize> {
+        let (mut flags, mut ctrl) = (0u8, 0u16);
+        let mut n = 0;
+        for (i, &b) in rest.iter().enumerate().take(64) {
+            tinfo_step(&mut flags, &mut ctrl, i + 1, b);
+            if flags == TINFO_ALL {
+                n = i + 1;
+                break;
+            }
+        }
+        if n == 0 {
+            return None;
+        }
+        let ti = decode_trace_info(&rest[..n], ctrl as usize + 1)?;
+        self.apply_trace_info(Some(ti));
+        Some(n)
     }
 
     /// The address-and-context packet at the start of `rest` (a 64-bit
@@ -1660,6 +1697,26 @@ impl Etm4Parser {
                 }
                 Fast::AddrCtxt(is, ptype, wide) => {
                     let Some(n) = self.take_addr_ctxt(rest, is, wide) else { break };
+                    (n, ptype, true)
+                }
+                // A-sync, Trace Info and timestamps come at every sync
+                // point: a capture cut into many short sessions (or with
+                // timestamps on) went a third of its bytes byte-wise.
+                Fast::Extension => {
+                    if rest.get(..ASYNC.len()) != Some(&ASYNC[..]) {
+                        break;
+                    }
+                    // As the byte-wise machine leaves them at an A-sync.
+                    self.sent_not_sync = false;
+                    self.dump_unsynced = 0;
+                    (ASYNC.len(), PacketType::Async, false)
+                }
+                Fast::Timestamp(ptype) => {
+                    let Some(n) = self.take_timestamp(b, rest) else { break };
+                    (n, ptype, true)
+                }
+                Fast::TraceInfo(ptype) => {
+                    let Some(n) = self.take_trace_info(rest) else { break };
                     (n, ptype, true)
                 }
                 Fast::Slow => break,
@@ -1984,6 +2041,10 @@ enum Fast {
     /// Address and context, with the instruction set and whether the
     /// address is 64 bits.
     AddrCtxt(u8, PacketType, bool),
+    /// Header 0x00: an A-sync taken whole; the other extensions byte-wise.
+    Extension,
+    Timestamp(PacketType),
+    TraceInfo(PacketType),
 }
 
 impl Fast {
@@ -2026,6 +2087,9 @@ fn build_fast_table(table: &[(PacketType, Handler); 256]) -> [Fast; 256] {
             Handler::CycleCount if t == P::CycleCountF2 => Fast::CycleF2,
             Handler::Exception => Fast::Exception,
             Handler::Context => Fast::Context,
+            Handler::Extension => Fast::Extension,
+            Handler::Timestamp => Fast::Timestamp(t),
+            Handler::TraceInfo => Fast::TraceInfo(t),
             Handler::AddrCtxt => Fast::AddrCtxt(
                 matches!(t, P::AddrCtxtL32Is1 | P::AddrCtxtL64Is1) as u8,
                 t,
@@ -2066,6 +2130,41 @@ fn atom_pattern(t: PacketType, b: u8) -> (u32, u8) {
 
 fn reset_address() -> Address {
     Address { value: 0, valid_bits: 64, pkt_bits: 0, is_64bit: true, isa: 0 }
+}
+
+/// The A-sync packet: eleven zero bytes, then 0x80 (IHI 0064 6.4.2).
+const ASYNC: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80];
+
+/// One byte `b` of a Trace Info packet, the packet's `len`th (the header
+/// is the first): which sections are complete (`flags`, all of them with
+/// the control bytes: `TINFO_ALL`) and how many control bytes there are.
+fn tinfo_step(flags: &mut u8, ctrl: &mut u16, len: usize, b: u8) {
+    if len == 1 {
+        *flags = 0;
+        *ctrl = 1;
+    } else if len == 2 {
+        *flags = !b & TINFO_ALL_SECT;
+        if b & 0x80 == 0 {
+            *flags |= TINFO_CTRL;
+        }
+    } else {
+        let done = b & 0x80 == 0;
+        if *flags & TINFO_CTRL == 0 {
+            if done {
+                *flags |= TINFO_CTRL;
+            }
+            *ctrl = ctrl.saturating_add(1);
+        } else {
+            for sect in [TINFO_INFO, TINFO_KEY, TINFO_SPEC, TINFO_CYCT, TINFO_WNDW] {
+                if *flags & sect == 0 {
+                    if done {
+                        *flags |= sect;
+                    }
+                    break;
+                }
+            }
+        }
+    }
 }
 
 /// Trace Info sections after the control bytes. `None` when a section runs past
