@@ -1132,8 +1132,7 @@ impl Etm4Decoder {
         if is_p0 && kind != P0Kind::Atom {
             self.next_seq += 1;
         }
-        self.stack.push_back(e);
-        self.stack.back_mut().unwrap()
+        self.stack.push_back(e)
     }
 
     /// Atoms take one sequence number each.

@@ -67,20 +67,20 @@ impl<T: Copy + Default> Ring<T> {
         self.get_mut(0)
     }
 
-    #[inline]
-    pub fn back_mut(&mut self) -> Option<&mut T> {
-        let n = self.len.checked_sub(1)?;
-        self.get_mut(n)
-    }
-
-    #[inline]
-    pub fn push_back(&mut self, v: T) {
+    // Inlined, with the slot handed back: as a call, the caller built the
+    // element on its stack with narrow stores and the copy read it back in
+    // 16-byte loads, which stalled on store forwarding (81% of the samples
+    // of the call, 19% of a summary of ts_bit64_set, a timestamp capture).
+    #[inline(always)]
+    pub fn push_back(&mut self, v: T) -> &mut T {
         if self.len == self.buf.len() {
             self.grow();
         }
         let s = self.slot(self.len);
-        self.buf[s] = v;
         self.len += 1;
+        let slot = &mut self.buf[s];
+        *slot = v;
+        slot
     }
 
     #[inline]
@@ -202,14 +202,15 @@ mod tests {
             for o in ops {
                 match o {
                     Op::Push(v) => {
-                        ring.push_back(v);
-                        deque.push_back(v);
+                        // The slot handed back is the new last one.
+                        *ring.push_back(v) ^= 5;
+                        deque.push_back(v ^ 5);
                     }
                     Op::PopFront => prop_assert_eq!(ring.pop_front(), deque.pop_front()),
                     Op::PopBack => prop_assert_eq!(ring.pop_back(), deque.pop_back()),
                     Op::Remove(i) => prop_assert_eq!(ring.remove(i), deque.remove(i)),
                     Op::Bump => {
-                        if let (Some(a), Some(b)) = (ring.back_mut(), deque.back_mut()) {
+                        if let (Some(a), Some(b)) = (ring.len().checked_sub(1).and_then(|n| ring.get_mut(n)), deque.back_mut()) {
                             *a = a.wrapping_add(1);
                             *b = b.wrapping_add(1);
                         }
