@@ -191,16 +191,40 @@ impl DecoderCore {
     /// Hand an element over, stamped with the time context after it (its
     /// cycle count added, its timestamp taken).
     pub fn deliver<F: FnMut(DecoderOutput<'_>)>(&mut self, e: &mut Element, sink: &mut F) {
-        if let Some(cc) = e.cycle_count {
+        if self.count_only(&e.kind, e.cycle_count) {
+            return;
+        }
+        self.pass_time(&e.kind, e.cycle_count);
+        e.time = self.time;
+        sink(DecoderOutput::Element(e));
+    }
+
+    /// In a run that only counts ([`DecoderCore::counted`]), what
+    /// [`DecoderCore::deliver`] does with an element of this kind and
+    /// cycle count, without the element; false (and nothing done) in any
+    /// other run. A decoder that would build the element only to deliver
+    /// it asks this first.
+    #[inline(always)]
+    pub fn count_only(&mut self, kind: &ElementKind, cycle_count: Option<u32>) -> bool {
+        if self.counted.is_none() {
+            return false;
+        }
+        self.pass_time(kind, cycle_count);
+        if let Some(c) = self.counted.as_deref_mut() {
+            c.add(kind);
+        }
+        true
+    }
+
+    /// The time context after an element: its cycle count added, its
+    /// timestamp taken.
+    #[inline(always)]
+    fn pass_time(&mut self, kind: &ElementKind, cycle_count: Option<u32>) {
+        if let Some(cc) = cycle_count {
             self.time.total_cycles += cc as u64;
         }
-        if let ElementKind::Timestamp { value } = e.kind {
+        if let ElementKind::Timestamp { value } = *kind {
             self.time.timestamp = Some(value);
-        }
-        e.time = self.time;
-        match &mut self.counted {
-            Some(c) => c.add(&e.kind),
-            None => sink(DecoderOutput::Element(e)),
         }
     }
 
