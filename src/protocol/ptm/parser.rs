@@ -280,6 +280,23 @@ impl PtmParser {
                 State::Header => {
                     self.packet_index = self.block_index + pos as u64;
                     let b = data[pos];
+                    // Atom packets (half of a capture's packets, most of
+                    // them one byte) taken whole from `data` when they lie
+                    // in it: through the buffer and the handler each cost
+                    // about 250 instructions.
+                    if self.table[b as usize].1 == Handler::Atom {
+                        if let Some(n) = self.take_atom(&data[pos..]) {
+                            self.pkt.ptype = self.table[b as usize].0;
+                            self.handler = Handler::Atom;
+                            self.pkt.index = self.packet_index;
+                            if !sink(&self.pkt, &data[pos..pos + n]) {
+                                self.stopped = true;
+                            }
+                            self.pkt.clear();
+                            pos += n;
+                            continue;
+                        }
+                    }
                     pos += 1;
                     self.buf.push(b);
                     let (t, h) = self.table[b as usize];
@@ -681,6 +698,35 @@ impl PtmParser {
         Ok(())
     }
 
+    /// The atom packet at the start of `rest`, if all of it is there and
+    /// it is well formed: its fields set as [`PtmParser::atom`] sets them,
+    /// and its length.
+    #[inline(always)]
+    fn take_atom(&mut self, rest: &[u8]) -> Option<usize> {
+        let hdr = rest[0];
+        if !self.cycle_accurate {
+            self.set_atoms_from_header(hdr);
+            return Some(1);
+        }
+        // As `atom` reads it: a byte without bit 7, or the fifth, ends it.
+        let mut n = 1;
+        if hdr & 0x40 != 0 {
+            loop {
+                let b = *rest.get(n)?;
+                n += 1;
+                if b & 0x80 == 0 || n == 5 {
+                    break;
+                }
+            }
+        }
+        let cc = cycle_count_field(&rest[..n]).ok()?;
+        self.pkt.cycle_count = cc;
+        self.pkt.cc_valid = true;
+        self.pkt.atom_count = 1;
+        self.pkt.atom_bits = if hdr & 0x02 != 0 { 0 } else { 1 };
+        Some(n)
+    }
+
     /// Atoms of a non-cycle-accurate atom header: 1 to 5 atoms in bits 1..,
     /// a 0 bit is E.
     fn set_atoms_from_header(&mut self, hdr: u8) {
@@ -854,25 +900,7 @@ impl PtmParser {
     /// Cycle count starting at `offset`: the first byte holds bits 3:0 in its
     /// bits 5:2 (bit 6 = more), later bytes 7 bits each (bit 7 = more), at most 5 bytes.
     fn extract_cycle_count(&self, offset: usize) -> Result<u32, &'static str> {
-        let mut cc = 0u32;
-        let mut shift = 4;
-        let mut i = 0;
-        loop {
-            let b = *self.buf.get(offset + i).ok_or(MSG_SHORT_CYCLE_COUNT)?;
-            let more;
-            if i == 0 {
-                more = b & 0x40 != 0;
-                cc = ((b >> 2) & 0xf) as u32;
-            } else {
-                more = b & 0x80 != 0 && i != 4;
-                cc |= ((b & 0x7f) as u32) << shift;
-                shift += 7;
-            }
-            i += 1;
-            if !more {
-                return Ok(cc);
-            }
-        }
+        cycle_count_field(self.buf.get(offset..).unwrap_or_default())
     }
 
     /// Timestamp bytes from index 1: 7 bits each with a continuation bit; the
@@ -961,6 +989,31 @@ impl PtmParser {
 }
 
 /// Instruction set given by the fifth byte of a branch address.
+/// The cycle count field at the start of `b`: 4 bits in the first byte
+/// (bit 6 says more follow), then 7 bits a byte (bit 7 says more follow),
+/// five bytes at most.
+fn cycle_count_field(b: &[u8]) -> Result<u32, &'static str> {
+    let mut cc = 0u32;
+    let mut shift = 4;
+    let mut i = 0;
+    loop {
+        let x = *b.get(i).ok_or(MSG_SHORT_CYCLE_COUNT)?;
+        let more;
+        if i == 0 {
+            more = x & 0x40 != 0;
+            cc = ((x >> 2) & 0xf) as u32;
+        } else {
+            more = x & 0x80 != 0 && i != 4;
+            cc |= ((x & 0x7f) as u32) << shift;
+            shift += 7;
+        }
+        i += 1;
+        if !more {
+            return Ok(cc);
+        }
+    }
+}
+
 fn isa_of_fifth_byte(b: u8) -> Isa {
     if b & 0x20 != 0 {
         Isa::Jazelle

@@ -711,3 +711,36 @@ proptest! {
         prop_assert_eq!(diff, None);
     }
 }
+
+/// Every packet with all its fields, as the parser gives them when pushed
+/// in blocks cut at `cuts`.
+fn packet_fields(c: &PtmConfig, data: &[u8], cuts: &[usize]) -> Vec<String> {
+    let mut p = PtmParser::new(c);
+    let mut v = Vec::new();
+    let mut start = 0;
+    for &cut in cuts.iter().chain(std::iter::once(&data.len())) {
+        if cut > start {
+            p.push(start as u64, &data[start..cut], &mut |k: &PtmPacket, r: &[u8]| v.push(format!("{k:?} {r:?}")));
+            start = cut;
+        }
+    }
+    p.finish(&mut |k: &PtmPacket, r: &[u8]| v.push(format!("{k:?} {r:?}")));
+    v
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    /// Pushed whole, atom packets are taken straight from the block; pushed
+    /// a byte at a time, through the byte-wise machine: every field of
+    /// every packet is the same. The body is mostly atom headers (and
+    /// cycle count bytes), with other bytes between them.
+    #[test]
+    fn atoms_whole_as_byte_by_byte(body in proptest::collection::vec(prop_oneof![3 => 0x80u8..=0xff, 1 => any::<u8>()], 0..512),
+                                   which in 0usize..4) {
+        let c = &configs()[which];
+        let data = [&ASYNC[..], &body].concat();
+        let every: Vec<usize> = (1..data.len()).collect();
+        prop_assert_eq!(packet_fields(c, &data, &[]), packet_fields(c, &data, &every));
+    }
+}
