@@ -988,7 +988,6 @@ impl PtmParser {
     }
 }
 
-/// Instruction set given by the fifth byte of a branch address.
 /// The cycle count field at the start of `b`: 4 bits in the first byte
 /// (bit 6 says more follow), then 7 bits a byte (bit 7 says more follow),
 /// five bytes at most.
@@ -1014,6 +1013,7 @@ fn cycle_count_field(b: &[u8]) -> Result<u32, &'static str> {
     }
 }
 
+/// Instruction set given by the fifth byte of a branch address.
 fn isa_of_fifth_byte(b: u8) -> Isa {
     if b & 0x20 != 0 {
         Isa::Jazelle
