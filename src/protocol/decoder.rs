@@ -206,13 +206,9 @@ impl DecoderCore {
     /// it asks this first.
     #[inline(always)]
     pub fn count_only(&mut self, kind: &ElementKind, cycle_count: Option<u32>) -> bool {
-        if self.counted.is_none() {
-            return false;
-        }
+        let Some(c) = self.counted.as_deref_mut() else { return false };
+        c.add(kind);
         self.pass_time(kind, cycle_count);
-        if let Some(c) = self.counted.as_deref_mut() {
-            c.add(kind);
-        }
         true
     }
 

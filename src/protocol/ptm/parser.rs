@@ -689,10 +689,7 @@ impl PtmParser {
         }
         if complete {
             let cc = self.extract_cycle_count(0)?;
-            self.pkt.cycle_count = cc;
-            self.pkt.cc_valid = true;
-            self.pkt.atom_count = 1;
-            self.pkt.atom_bits = if hdr & 0x02 != 0 { 0 } else { 1 };
+            self.set_cycle_accurate_atom(hdr, cc);
             self.state = State::SendPacket;
         }
         Ok(())
@@ -720,11 +717,17 @@ impl PtmParser {
             }
         }
         let cc = cycle_count_field(&rest[..n]).ok()?;
+        self.set_cycle_accurate_atom(hdr, cc);
+        Some(n)
+    }
+
+    /// The fields of a cycle-accurate atom packet: one atom, E unless bit 1
+    /// of the header is set, and its cycle count.
+    fn set_cycle_accurate_atom(&mut self, hdr: u8, cc: u32) {
         self.pkt.cycle_count = cc;
         self.pkt.cc_valid = true;
         self.pkt.atom_count = 1;
         self.pkt.atom_bits = if hdr & 0x02 != 0 { 0 } else { 1 };
-        Some(n)
     }
 
     /// Atoms of a non-cycle-accurate atom header: 1 to 5 atoms in bits 1..,
