@@ -226,7 +226,7 @@ proptest! {
 const ASYNC: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80];
 
 /// Packets the one-by-one fast path takes whole since A-syncs, Trace Infos,
-/// timestamps and contexts with IDs left the byte-wise machine: well formed
+/// timestamps, contexts with IDs and Q packets left the byte-wise machine: well formed
 /// and malformed ones (runaway continuation bits, sections cut short), with
 /// random bytes between them.
 fn sync_point_packets() -> impl Strategy<Value = Vec<u8>> {
@@ -257,6 +257,17 @@ fn sync_point_packets() -> impl Strategy<Value = Vec<u8>> {
             v.extend(ids);
             v
         }),
+        // Q packets of every type (reserved ones too), with an address
+        // part of any length and a count with runaway continuation bits.
+        (0xa0u8..=0xaf, proptest::collection::vec(any::<u8>(), 0..5), cont(8), any::<u8>()).prop_map(
+            |(h, addr, count, end)| {
+                let mut v = vec![h];
+                v.extend(addr);
+                v.extend(count);
+                v.push(end & 0x7f);
+                v
+            }
+        ),
         proptest::collection::vec(any::<u8>(), 0..6),
     ];
     proptest::collection::vec(packet, 0..48).prop_map(|ps| {

@@ -1387,6 +1387,53 @@ impl Etm4Parser {
         Some(2)
     }
 
+    /// The Q packet (header `b`) at the start of `rest`, taken whole as
+    /// [`Etm4Parser::q`] takes it byte by byte: its length, or `None` when
+    /// its count runs past `rest` or past what the byte-wise machine holds
+    /// ([`MAX_PACKET_BYTES`]), left to that machine. Only the headers the
+    /// table gives to `q` come here, so every type is a valid one.
+    #[inline(always)]
+    fn take_q(&mut self, b: u8, rest: &[u8]) -> Option<usize> {
+        let rest = rest.get(..MAX_PACKET_BYTES).unwrap_or(rest);
+        let q_type = b & 0xf;
+        // The address part: (instruction set, whether short, its length).
+        let addr = match q_type {
+            0x5 | 0x6 => {
+                let is = (q_type == 0x6) as u8;
+                Some((is, true, if *rest.get(1)? & 0x80 == 0 { 1 } else { 2 }))
+            }
+            0xa | 0xb => Some(((q_type == 0xb) as u8, false, 4)),
+            _ => None,
+        };
+        let count_at = 1 + addr.map_or(0, |a| a.2);
+        let len = if q_type == 0xf {
+            1
+        } else {
+            // The count ends at the first byte without bit 7.
+            count_at + rest.get(count_at..)?.iter().position(|&c| c & 0x80 == 0)? + 1
+        };
+        match addr {
+            _ if q_type <= 0x2 => self.set_exact_match(q_type),
+            Some((is, true, n)) => {
+                let (v, bits, _) = short_addr(&rest[1..1 + n], is);
+                self.update_short_address(v, is, bits);
+            }
+            Some((is, false, _)) => self.set_address_32(long_addr_32(&rest[1..5], is), is),
+            None => {}
+        }
+        self.pkt.q = match cont_field(&rest[count_at..len], 5) {
+            Some((count, _)) if q_type != 0xf => super::packet::QInfo {
+                count,
+                count_present: true,
+                addr_present: addr.is_some() || q_type <= 0x2,
+                addr_match: q_type <= 0x2,
+                q_type,
+            },
+            _ => super::packet::QInfo { q_type: 0xf, ..Default::default() },
+        };
+        Some(len)
+    }
+
     /// The context packet (header `b`) at the start of `rest`, without the
     /// info byte or with one that names no IDs, taken whole: its length.
     /// The caller clears the packet fields after it.
@@ -1719,6 +1766,12 @@ impl Etm4Parser {
                     let Some(n) = self.take_trace_info(rest) else { break };
                     (n, ptype, true)
                 }
+                // Where Q elements are on, a Q packet comes after every
+                // stretch of instructions without a waypoint.
+                Fast::Q => {
+                    let Some(n) = self.take_q(b, rest) else { break };
+                    (n, PacketType::Q, false)
+                }
                 Fast::Slow => break,
             };
             let go_on = self.emit(sink, ptype, at, &rest[..n]);
@@ -2045,6 +2098,7 @@ enum Fast {
     Extension,
     Timestamp(PacketType),
     TraceInfo(PacketType),
+    Q,
 }
 
 impl Fast {
@@ -2090,6 +2144,7 @@ fn build_fast_table(table: &[(PacketType, Handler); 256]) -> [Fast; 256] {
             Handler::Extension => Fast::Extension,
             Handler::Timestamp => Fast::Timestamp(t),
             Handler::TraceInfo => Fast::TraceInfo(t),
+            Handler::Q => Fast::Q,
             Handler::AddrCtxt => Fast::AddrCtxt(
                 matches!(t, P::AddrCtxtL32Is1 | P::AddrCtxtL64Is1) as u8,
                 t,
