@@ -297,9 +297,30 @@ impl PtmParser {
                             continue;
                         }
                     }
+                    // Branch addresses and I-syncs (most of the rest, and
+                    // most of the bytes) too: byte by byte, each byte went
+                    // through the state dispatch and the handler's own state.
+                    let (t, h) = self.table[b as usize];
+                    let whole = match h {
+                        Handler::BranchAddress => self.take_branch(&data[pos..]),
+                        Handler::ISync => self.take_isync(&data[pos..]),
+                        _ => None,
+                    };
+                    if let Some(n) = whole {
+                        self.pkt.ptype = t;
+                        self.handler = h;
+                        self.buf.extend_from_slice(&data[pos..pos + n]);
+                        pos += n;
+                        let fields = if h == Handler::ISync { self.isync_fields() } else { self.branch_fields() };
+                        if let Err(msg) = fields {
+                            self.bad_sequence(msg);
+                        }
+                        self.output(sink);
+                        self.pkt.clear();
+                        continue;
+                    }
                     pos += 1;
                     self.buf.push(b);
-                    let (t, h) = self.table[b as usize];
                     self.pkt.ptype = t;
                     self.handler = h;
                     self.state = State::Data;
@@ -506,11 +527,16 @@ impl PtmParser {
             Handler::BranchAddress => self.branch_address(data, pos),
         };
         if let Err(msg) = r {
-            self.pkt.err_type = self.pkt.ptype;
-            self.pkt.ptype = PtmPacketType::BadSequence;
-            self.pkt.error_message = Some(msg);
+            self.bad_sequence(msg);
             self.state = State::SendPacket;
         }
+    }
+
+    /// The packet becomes a bad sequence, for the reason `msg`.
+    fn bad_sequence(&mut self, msg: &'static str) {
+        self.pkt.err_type = self.pkt.ptype;
+        self.pkt.ptype = PtmPacketType::BadSequence;
+        self.pkt.error_message = Some(msg);
     }
 
     fn async_packet(&mut self, data: &[u8], pos: &mut usize) -> ParseResult {
@@ -538,29 +564,7 @@ impl PtmParser {
             let Some(b) = self.read(data, pos) else { break };
             let i = self.buf.len() - 1;
             if i == 5 {
-                // Information byte.
-                let reason = ISyncReason::from_bits(b >> 5);
-                self.pkt.isync_reason = reason;
-                self.pkt.ns = b & 0x08 != 0;
-                self.pkt.alt_isa = b & 0x04 != 0;
-                self.pkt.hyp = b & 0x02 != 0;
-                self.pkt.context_updated = true;
-                let isa = if self.buf[1] & 1 != 0 {
-                    if b & 0x04 != 0 {
-                        Isa::ThumbEE
-                    } else {
-                        Isa::T32
-                    }
-                } else {
-                    Isa::A32
-                };
-                self.pkt.update_isa(isa);
-                self.s.need_cc = reason != ISyncReason::Periodic && self.cycle_accurate;
-                self.s.got_cc = false;
-                self.s.cc_bytes = 0;
-                if self.s.need_cc {
-                    self.s.bytes_needed += 1;
-                }
+                self.isync_info(b, self.buf[1]);
             } else if i > 5 {
                 // Cycle count first, then the context ID.
                 if self.s.need_cc && !self.s.got_cc {
@@ -576,25 +580,92 @@ impl PtmParser {
             done = self.s.bytes_needed == self.buf.len();
         }
         if done {
-            // Bytes missing only where a loaded state was edited (the count
-            // needed no longer matches the packet): they read as zero.
-            let b = |i: usize| self.buf.get(i).copied().unwrap_or(0) as u32;
-            let addr = (b(1) & 0xfe) | b(2) << 8 | b(3) << 16 | b(4) << 24;
-            self.pkt.update_address(addr as u64, 32);
-            let mut opt = 6;
-            if self.s.need_cc {
-                let cc = self.extract_cycle_count(opt)?;
-                self.pkt.cycle_count = cc;
-                self.pkt.cc_valid = true;
-                opt += self.s.cc_bytes;
-            }
-            if self.s.ctxt_bytes > 0 {
-                self.pkt.context_id = self.extract_context_id(opt)?;
-                self.pkt.context_id_updated = true;
-            }
+            self.isync_fields()?;
             self.state = State::SendPacket;
         }
         Ok(())
+    }
+
+    /// The I-sync's information byte `b` (its sixth), with the first
+    /// address byte `a0` (bit 0: Thumb).
+    fn isync_info(&mut self, b: u8, a0: u8) {
+        let reason = ISyncReason::from_bits(b >> 5);
+        self.pkt.isync_reason = reason;
+        self.pkt.ns = b & 0x08 != 0;
+        self.pkt.alt_isa = b & 0x04 != 0;
+        self.pkt.hyp = b & 0x02 != 0;
+        self.pkt.context_updated = true;
+        // Thumb (address bit 0), and ThumbEE if the alternative set is on.
+        let isa = match (a0 & 1 != 0, b & 0x04 != 0) {
+            (false, _) => Isa::A32,
+            (true, false) => Isa::T32,
+            (true, true) => Isa::ThumbEE,
+        };
+        self.pkt.update_isa(isa);
+        self.s.need_cc = reason != ISyncReason::Periodic && self.cycle_accurate;
+        self.s.got_cc = false;
+        self.s.cc_bytes = 0;
+        if self.s.need_cc {
+            self.s.bytes_needed += 1;
+        }
+    }
+
+    /// The address, cycle count and context ID of the I-sync in the
+    /// buffer, whose sections the scratch measures.
+    fn isync_fields(&mut self) -> ParseResult {
+        // Bytes missing only where a loaded state was edited (the count
+        // needed no longer matches the packet): they read as zero.
+        let b = |i: usize| self.buf.get(i).copied().unwrap_or(0) as u32;
+        let addr = (b(1) & 0xfe) | b(2) << 8 | b(3) << 16 | b(4) << 24;
+        self.pkt.update_address(addr as u64, 32);
+        let mut opt = 6;
+        if self.s.need_cc {
+            let cc = self.extract_cycle_count(opt)?;
+            self.pkt.cycle_count = cc;
+            self.pkt.cc_valid = true;
+            opt += self.s.cc_bytes;
+        }
+        if self.s.ctxt_bytes > 0 {
+            self.pkt.context_id = self.extract_context_id(opt)?;
+            self.pkt.context_id_updated = true;
+        }
+        Ok(())
+    }
+
+    /// The I-sync at the start of `rest`, measured as [`PtmParser::isync`]
+    /// measures it byte by byte: its length, with the information byte's
+    /// fields set and the scratch left as that would leave them, or `None`
+    /// (and nothing changed) when it runs past `rest`.
+    #[inline(always)]
+    fn take_isync(&mut self, rest: &[u8]) -> Option<usize> {
+        let info = *rest.get(5)?;
+        let need_cc = ISyncReason::from_bits(info >> 5) != ISyncReason::Periodic && self.cycle_accurate;
+        let mut n = 6;
+        if need_cc {
+            // The first count byte ends it without bit 6, later ones
+            // without bit 7, the fifth always.
+            loop {
+                let b = *rest.get(n)?;
+                let last = if n == 6 { b & 0x40 == 0 } else { b & 0x80 == 0 || n == 10 };
+                n += 1;
+                if last {
+                    break;
+                }
+            }
+        }
+        let cc_bytes = n - 6;
+        n += self.ctxt_id_bytes;
+        if rest.len() < n {
+            return None;
+        }
+        self.s.ctxt_bytes = self.ctxt_id_bytes;
+        self.s.got_ctxt_bytes = self.ctxt_id_bytes;
+        self.s.bytes_needed = 6 + self.ctxt_id_bytes;
+        self.isync_info(info, rest[1]);
+        self.s.got_cc = need_cc;
+        self.s.cc_bytes = cc_bytes;
+        self.s.bytes_needed = n;
+        Some(n)
     }
 
     fn waypoint_update(&mut self, data: &[u8], pos: &mut usize) {
@@ -865,28 +936,97 @@ impl PtmParser {
             }
         }
         if done {
-            self.finish_address(0);
-            if self.s.excep_bytes > 0 {
-                let e1 = self.buf[self.s.addr_bytes];
-                let mut number = ((e1 >> 1) & 0xf) as u16;
-                self.pkt.ns = e1 & 1 != 0;
-                self.pkt.context_updated = true;
-                if self.s.excep_bytes > 1 {
-                    let e2 = self.buf[self.s.addr_bytes + 1];
-                    self.pkt.hyp = (e2 >> 5) & 1 != 0;
-                    number |= ((e2 & 0x1f) as u16) << 4;
-                }
-                self.pkt.exception_present = true;
-                self.pkt.exception_number = number;
-            }
-            if self.s.need_cc {
-                let cc = self.extract_cycle_count(self.s.addr_bytes + self.s.excep_bytes)?;
-                self.pkt.cycle_count = cc;
-                self.pkt.cc_valid = true;
-            }
+            self.branch_fields()?;
             self.state = State::SendPacket;
         }
         Ok(())
+    }
+
+    /// The packet fields of the branch address packet in the buffer, whose
+    /// sections the scratch measures.
+    fn branch_fields(&mut self) -> ParseResult {
+        self.finish_address(0);
+        if self.s.excep_bytes > 0 {
+            let e1 = self.buf[self.s.addr_bytes];
+            let mut number = ((e1 >> 1) & 0xf) as u16;
+            self.pkt.ns = e1 & 1 != 0;
+            self.pkt.context_updated = true;
+            if self.s.excep_bytes > 1 {
+                let e2 = self.buf[self.s.addr_bytes + 1];
+                self.pkt.hyp = (e2 >> 5) & 1 != 0;
+                number |= ((e2 & 0x1f) as u16) << 4;
+            }
+            self.pkt.exception_present = true;
+            self.pkt.exception_number = number;
+        }
+        if self.s.need_cc {
+            let cc = self.extract_cycle_count(self.s.addr_bytes + self.s.excep_bytes)?;
+            self.pkt.cycle_count = cc;
+            self.pkt.cc_valid = true;
+        }
+        Ok(())
+    }
+
+    /// The branch address packet at the start of `rest`, measured as
+    /// [`PtmParser::branch_address`] measures it byte by byte: its length,
+    /// with the scratch left as that would leave it, or `None` (and nothing
+    /// changed) when it runs past `rest`.
+    #[inline(always)]
+    fn take_branch(&mut self, rest: &[u8]) -> Option<usize> {
+        let need_cc = self.cycle_accurate;
+        let (mut n, mut addr_bytes, mut excep_bytes, mut addr_isa) = (1, 1, 0, None);
+        let mut alt_isa = self.excep_alt_isa;
+        if rest.first()? & 0x80 != 0 {
+            // Address bytes 2 to 4 end at one without bit 7; a fifth always
+            // ends them. Bit 6 of the last one says exception bytes follow.
+            let more_excep = loop {
+                let b = *rest.get(n)?;
+                n += 1;
+                addr_bytes += 1;
+                if n == 5 {
+                    addr_isa = Some(isa_of_fifth_byte(b));
+                    break b & 0x40 != 0;
+                }
+                if b & 0x80 == 0 {
+                    break b & 0x40 != 0;
+                }
+            };
+            if more_excep {
+                let b = *rest.get(n)?;
+                n += 1;
+                excep_bytes = 1;
+                alt_isa = b & 0x40 != 0;
+                if b & 0x80 != 0 {
+                    rest.get(n)?;
+                    n += 1;
+                    excep_bytes = 2;
+                }
+            }
+        }
+        let mut cc_bytes = 0;
+        if need_cc {
+            // The first byte ends the count without bit 6, later ones
+            // without bit 7, the fifth always.
+            loop {
+                let b = *rest.get(n)?;
+                n += 1;
+                let last = if cc_bytes == 0 { b & 0x40 == 0 } else { b & 0x80 == 0 || cc_bytes == 4 };
+                cc_bytes += 1;
+                if last {
+                    break;
+                }
+            }
+        }
+        self.excep_alt_isa = alt_isa;
+        let s = &mut self.s;
+        s.got_addr_bytes = true;
+        s.addr_bytes = addr_bytes;
+        s.need_cc = need_cc;
+        s.cc_bytes = cc_bytes;
+        s.got_excep_bytes = true;
+        s.excep_bytes = excep_bytes;
+        s.addr_isa = addr_isa;
+        Some(n)
     }
 
     // ---- field extraction ----------------------------------------------

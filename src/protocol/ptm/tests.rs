@@ -714,6 +714,8 @@ proptest! {
 
 /// Every packet with all its fields, as the parser gives them when pushed
 /// in blocks cut at `cuts`.
+/// Every field of every packet of `data` pushed in pieces cut at `cuts`,
+/// then the state the parser would save before its end.
 fn packet_fields(c: &PtmConfig, data: &[u8], cuts: &[usize]) -> Vec<String> {
     let mut p = PtmParser::new(c);
     let mut v = Vec::new();
@@ -724,6 +726,7 @@ fn packet_fields(c: &PtmConfig, data: &[u8], cuts: &[usize]) -> Vec<String> {
             start = cut;
         }
     }
+    v.push(format!("state {:?}", p.save_state()));
     p.finish(&mut |k: &PtmPacket, r: &[u8]| v.push(format!("{k:?} {r:?}")));
     v
 }
@@ -741,6 +744,27 @@ proptest! {
         let c = &configs()[which];
         let data = [&ASYNC[..], &body].concat();
         let every: Vec<usize> = (1..data.len()).collect();
-        prop_assert_eq!(packet_fields(c, &data, &[]), packet_fields(c, &data, &every));
+        // The last byte pushed alone in both, so both states are saved after
+        // a push at the same index.
+        prop_assert_eq!(packet_fields(c, &data, &[data.len() - 1]), packet_fields(c, &data, &every));
+    }
+
+    /// The same for branch address packets and I-syncs, also taken whole
+    /// from the block: bodies of branch headers (odd bytes), I-sync headers,
+    /// address, exception, information, cycle count and context ID bytes
+    /// with and without their continuation bits, and bytes of any kind
+    /// between them.
+    #[test]
+    fn branches_and_isyncs_whole_as_byte_by_byte(body in proptest::collection::vec(prop_oneof![
+                                          2 => (0u8..=0x7f).prop_map(|b| (b << 1) | 1),
+                                          1 => Just(0x08u8),
+                                          3 => 0x80u8..=0xff,
+                                          2 => 0u8..=0x7f,
+                                          1 => any::<u8>()], 0..512),
+                                      which in 0usize..4) {
+        let c = &configs()[which];
+        let data = [&ASYNC[..], &body].concat();
+        let every: Vec<usize> = (1..data.len()).collect();
+        prop_assert_eq!(packet_fields(c, &data, &[data.len() - 1]), packet_fields(c, &data, &every));
     }
 }
