@@ -543,6 +543,20 @@ impl Etm3Decoder {
             return;
         }
         self.core.index_curr = pkt.index;
+        // P-headers in the decoding state (nearly every packet of a capture):
+        // what the state loop below does with them, without its two
+        // dispatches on the state and decode_packet's on the packet type.
+        if self.state == State::Decode && pkt.ptype == PacketType::PHeader {
+            self.list.commit_all();
+            self.process_phdr(pkt, sink);
+            if self.list.to_send() {
+                self.send(sink);
+                self.state = if self.wait_isync { State::WaitISync } else { State::Decode };
+            } else {
+                self.state = State::Decode;
+            }
+            return;
+        }
         let mut done = false;
         while !done {
             match self.state {
