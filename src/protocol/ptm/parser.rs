@@ -565,6 +565,9 @@ impl PtmParser {
             let i = self.buf.len() - 1;
             if i == 5 {
                 self.isync_info(b, self.buf[1]);
+                if self.s.need_cc {
+                    self.s.bytes_needed += 1;
+                }
             } else if i > 5 {
                 // Cycle count first, then the context ID.
                 if self.s.need_cc && !self.s.got_cc {
@@ -605,9 +608,6 @@ impl PtmParser {
         self.s.need_cc = reason != ISyncReason::Periodic && self.cycle_accurate;
         self.s.got_cc = false;
         self.s.cc_bytes = 0;
-        if self.s.need_cc {
-            self.s.bytes_needed += 1;
-        }
     }
 
     /// The address, cycle count and context ID of the I-sync in the
@@ -640,27 +640,13 @@ impl PtmParser {
     fn take_isync(&mut self, rest: &[u8]) -> Option<usize> {
         let info = *rest.get(5)?;
         let need_cc = ISyncReason::from_bits(info >> 5) != ISyncReason::Periodic && self.cycle_accurate;
-        let mut n = 6;
-        if need_cc {
-            // The first count byte ends it without bit 6, later ones
-            // without bit 7, the fifth always.
-            loop {
-                let b = *rest.get(n)?;
-                let last = if n == 6 { b & 0x40 == 0 } else { b & 0x80 == 0 || n == 10 };
-                n += 1;
-                if last {
-                    break;
-                }
-            }
-        }
-        let cc_bytes = n - 6;
-        n += self.ctxt_id_bytes;
+        let cc_bytes = if need_cc { cycle_count_len(rest.get(6..)?)? } else { 0 };
+        let n = 6 + cc_bytes + self.ctxt_id_bytes;
         if rest.len() < n {
             return None;
         }
         self.s.ctxt_bytes = self.ctxt_id_bytes;
         self.s.got_ctxt_bytes = self.ctxt_id_bytes;
-        self.s.bytes_needed = 6 + self.ctxt_id_bytes;
         self.isync_info(info, rest[1]);
         self.s.got_cc = need_cc;
         self.s.cc_bytes = cc_bytes;
@@ -1003,20 +989,8 @@ impl PtmParser {
                 }
             }
         }
-        let mut cc_bytes = 0;
-        if need_cc {
-            // The first byte ends the count without bit 6, later ones
-            // without bit 7, the fifth always.
-            loop {
-                let b = *rest.get(n)?;
-                n += 1;
-                let last = if cc_bytes == 0 { b & 0x40 == 0 } else { b & 0x80 == 0 || cc_bytes == 4 };
-                cc_bytes += 1;
-                if last {
-                    break;
-                }
-            }
-        }
+        let cc_bytes = if need_cc { cycle_count_len(rest.get(n..)?)? } else { 0 };
+        n += cc_bytes;
         self.excep_alt_isa = alt_isa;
         let s = &mut self.s;
         s.got_addr_bytes = true;
@@ -1152,6 +1126,21 @@ fn cycle_count_field(b: &[u8]) -> Result<u32, &'static str> {
         i += 1;
         if !more {
             return Ok(cc);
+        }
+    }
+}
+
+/// The length of the cycle count field at the start of `b`, as
+/// [`cycle_count_field`] reads it: the first byte ends it without bit 6,
+/// later ones without bit 7, the fifth always. `None` when it runs past `b`.
+fn cycle_count_len(b: &[u8]) -> Option<usize> {
+    let mut n = 0;
+    loop {
+        let x = *b.get(n)?;
+        let last = if n == 0 { x & 0x40 == 0 } else { x & 0x80 == 0 || n == 4 };
+        n += 1;
+        if last {
+            return Some(n);
         }
     }
 }
