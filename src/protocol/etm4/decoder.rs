@@ -3075,7 +3075,27 @@ impl Etm4Decoder {
         };
         let mut r = Range { start: self.walk.addr, end: self.walk.addr, count: 0 };
         let mut is_branch = false;
-        for _ in 0..e.value {
+        // A count that ends at the first branch is the walk to the next
+        // waypoint when that waypoint is a branch: taken from the walk cache
+        // (A64 and A32, no range limit), one decode per instruction otherwise.
+        let mut steps = e.value;
+        if self.walk.isa != Isa::T32 && self.opts.instr_range_limit == 0 && e.value > 0 {
+            let (addr, last) = (self.walk.addr, self.walk.last);
+            match self.trace_to_waypoint(None) {
+                Ok((w, WpRes::Found))
+                    if w.count <= e.value && matches!(self.walk.last.itype, InstrType::Branch | InstrType::IndirectBranch) =>
+                {
+                    r.count = w.count;
+                    is_branch = true;
+                    steps = 0;
+                }
+                _ => {
+                    self.walk.addr = addr;
+                    self.walk.last = last;
+                }
+            }
+        }
+        for _ in 0..steps {
             let a = self.walk.addr;
             match self.decode_at(a) {
                 Ok(Some(info)) => {
