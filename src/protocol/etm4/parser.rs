@@ -1398,10 +1398,9 @@ impl Etm4Parser {
         let q_type = b & 0xf;
         // The address part: (instruction set, whether short, its length).
         let addr = match q_type {
-            0x5 | 0x6 => {
-                let is = (q_type == 0x6) as u8;
-                Some((is, true, if *rest.get(1)? & 0x80 == 0 { 1 } else { 2 }))
-            }
+            // One address byte, or two when the first has bit 7 set, as in
+            // a short address packet (whose length counts the header).
+            0x5 | 0x6 => Some(((q_type == 0x6) as u8, true, short_addr_len(rest)? - 1)),
             0xa | 0xb => Some(((q_type == 0xb) as u8, false, 4)),
             _ => None,
         };
