@@ -109,12 +109,15 @@ fn start_index() -> impl Strategy<Value = u64> {
 
 /// Frames of a few trace IDs taking turns every few bytes (as several
 /// cores' trace does), with now and then an empty block or data before any
-/// ID: enough blocks of one ID to fill a run, and more IDs than runs.
+/// ID: enough blocks of one ID to fill a run, and more IDs than runs. Now
+/// and then one ID's data goes on for up to 150 frames without an ID byte,
+/// which the deformatter takes as a row of frames.
 fn interleaved_frames() -> impl Strategy<Value = Vec<u8>> {
     let token = prop_oneof![
-        6 => any::<u8>().prop_map(|b| vec![b & 0xfe]),
-        2 => (1u8..12).prop_map(|id| vec![(id << 1) | 1]),
-        1 => any::<u8>().prop_map(|b| vec![b]),
+        60 => any::<u8>().prop_map(|b| vec![b & 0xfe]),
+        20 => (1u8..12).prop_map(|id| vec![(id << 1) | 1]),
+        10 => any::<u8>().prop_map(|b| vec![b]),
+        1 => prop::collection::vec(any::<u8>().prop_map(|b| b & 0xfe), 16..2400),
     ];
     prop::collection::vec(token, 0..6000).prop_map(|t| t.concat())
 }
