@@ -968,6 +968,20 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
         *self.bytes += bytes as u64;
         self.decoder.run_end(self.run, last, self.fwd);
     }
+
+    const SKIPS: bool = true;
+
+    #[inline(always)]
+    fn skips(&mut self) -> bool {
+        self.decoder.waits_for_async()
+    }
+
+    #[inline(always)]
+    fn skipped(&mut self, packets: usize, bytes: usize, last: u64) {
+        *self.packets += packets as u64;
+        *self.bytes += bytes as u64;
+        self.decoder.skipped_to(last);
+    }
 }
 
 /// The parser's sink when packets are decoded and may be handed over: each

@@ -1368,6 +1368,26 @@ impl Etm4Decoder {
         true
     }
 
+    /// Whether the decoder ignores every packet but an A-sync, and holds
+    /// no batch of elements that the next packet would send first: after an
+    /// error, until the trace synchronises again. A capture decoded with the
+    /// wrong configuration (infrastructure: ETMv4 trace read as ETE) spends
+    /// most of its packets there, each taken through the whole way of a
+    /// packet only to be dropped.
+    #[inline(always)]
+    pub fn waits_for_async(&self) -> bool {
+        self.state == State::WaitSync && self.held.ranges | self.held.nacc | self.held.eret == 0
+    }
+
+    /// Packets up to buffer index `last` went by while the decoder waited
+    /// for an A-sync ([`Etm4Decoder::waits_for_async`]): as if each had
+    /// been taken (which changes only the current packet's index).
+    #[inline(always)]
+    pub fn skipped_to(&mut self, last: u64) {
+        debug_assert!(self.waits_for_async());
+        self.core.index_curr = last;
+    }
+
     /// Begin a run of atom, address and cycle count packets
     /// ([`PacketSink::run_begin`](super::parser::PacketSink::run_begin)),
     /// in a decode whose packets go nowhere: the run takes the packets that

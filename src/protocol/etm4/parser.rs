@@ -213,6 +213,26 @@ pub trait PacketSink {
     /// [`PacketSink::packet`] that each returned true.
     #[inline(always)]
     fn counted(&mut self, _packets: usize, _bytes: usize) {}
+
+    /// Whether the sink may be asked, packet by packet, if it ignores for
+    /// now every packet that `count_run` takes ([`PacketSink::skips`]).
+    const SKIPS: bool = false;
+
+    /// Whether the sink ignores, from here, every packet that `count_run`
+    /// takes (atoms, addresses, cycle counts, contexts, exceptions, one-byte
+    /// packets): a decoder that waits for an A-sync after an error. Those
+    /// are then counted as a packets-only summary counts them, and handed
+    /// over as numbers ([`PacketSink::skipped`]).
+    #[inline(always)]
+    fn skips(&mut self) -> bool {
+        false
+    }
+
+    /// `packets` packets of `bytes` bytes in all that the sink ignored
+    /// ([`PacketSink::skips`]), the last of them at buffer index `last`: as
+    /// that many calls of [`PacketSink::packet`] that each returned true.
+    #[inline(always)]
+    fn skipped(&mut self, _packets: usize, _bytes: usize, _last: u64) {}
 }
 
 // Closures are the light sinks (packet listings, counts); the session's
@@ -1657,7 +1677,7 @@ impl Etm4Parser {
             if SPANS && pos >= next {
                 (k, base, next) = self.span_from(k, pos);
             }
-            if F::COUNTS && self.fast[b as usize].may_run() {
+            if (F::COUNTS || (F::SKIPS && sink.skips())) && self.fast[b as usize].may_run() {
                 let end = self.count_run::<SPANS, F>(sink, data, pos, base);
                 if end > pos {
                     pos = end;
@@ -1896,8 +1916,12 @@ impl Etm4Parser {
         }
         self.set_atoms_at(data, atom_at);
         if pos > start {
-            sink.counted(packets, pos - start);
             let at = if SPANS { self.at(last) } else { base.wrapping_add(last as u64) };
+            if F::COUNTS {
+                sink.counted(packets, pos - start);
+            } else {
+                sink.skipped(packets, pos - start, at);
+            }
             self.pkt.ptype = self.run_ptype(data[last]);
             self.pkt.index = at;
             self.pkt.offset = at;
