@@ -230,25 +230,6 @@ impl Run {
         self.n < self.spans.len() && self.len + len < self.bytes.len()
     }
 
-    /// A frame's 15 data bytes, given as the unpacked frame's two halves
-    /// (see [`unpack`]; the last byte is the aux byte). Inlined: called, it
-    /// had the frame loop store and reload the run's fields for each frame.
-    #[inline(always)]
-    fn add_frame(&mut self, sof: u64, frame_end: u64, (lo, hi): (u64, u64)) {
-        if let Some(dst) = self.bytes.get_mut(self.len..self.len + FRAME_SIZE) {
-            // Two 8-byte stores are cheaper than 15 bytes; the last byte is
-            // overwritten by what follows, or past the run's length.
-            dst[..8].copy_from_slice(&lo.to_le_bytes());
-            dst[8..].copy_from_slice(&hi.to_le_bytes());
-            self.push_span(sof, frame_end, FRAME_DATA);
-        } else {
-            let mut out = [0; FRAME_SIZE];
-            out[..8].copy_from_slice(&lo.to_le_bytes());
-            out[8..].copy_from_slice(&hi.to_le_bytes());
-            self.add(self.id, sof, frame_end, &out[..FRAME_DATA]);
-        }
-    }
-
     /// The frames at the start of `frames` that carry no ID byte, as many
     /// as fit (the first frame is `sof`'s): returns how many were taken.
     /// The run's length and block count are kept in locals: updated in
@@ -851,9 +832,8 @@ impl Deformatter {
         sink: &mut S,
     ) -> Flow {
         let end = sof.wrapping_add(FRAME_SIZE as u64);
-        if !has_id(f) && run.n > 0 && run.id == self.cur_id && run.room(FRAME_DATA) {
-            // The common case, a frame of the run's ID with no ID bytes.
-            run.add_frame(sof, end, unpack(f));
+        // The common case, a frame of the run's ID with no ID bytes.
+        if run.n > 0 && run.id == self.cur_id && run.add_plain_frames(f, sof) > 0 {
             return Flow::Continue;
         }
         let blocks = self.split_frame(f);
