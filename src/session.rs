@@ -969,8 +969,6 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
         self.decoder.run_end(self.run, last, self.fwd);
     }
 
-    const SKIPS: bool = true;
-
     #[inline(always)]
     fn skips(&mut self) -> bool {
         self.decoder.waits_for_async()

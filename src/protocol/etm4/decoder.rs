@@ -710,6 +710,14 @@ struct Held {
     eret: u64,
 }
 
+impl Held {
+    /// Whether a batch is held (elements of any kind counted).
+    #[inline(always)]
+    fn any(&self) -> bool {
+        self.ranges | self.nacc | self.eret != 0
+    }
+}
+
 /// The walk cache a decoder allocates when it keeps its first walk. Its
 /// 320 KiB (and the 160 KiB of the cache of walks to an address) were
 /// written when each decoder was made: on juno_r1_1, whose plan has six
@@ -937,7 +945,7 @@ impl Etm4Decoder {
         // Held elements come after those in `out`: `out` can hold what the
         // atom loop of `commit_atoms_now` found queued before it (a trace
         // on, a cycle count), and that loop makes held kinds only.
-        if self.held.ranges | self.held.nacc | self.held.eret != 0 {
+        if self.held.any() {
             self.send_batch(sink);
         }
     }
@@ -1019,7 +1027,7 @@ impl Etm4Decoder {
     /// is the one the run would have merged from a batch per packet.
     #[inline(always)]
     pub fn flush_batch<F: FnMut(DecoderOutput<'_>)>(&mut self, sink: &mut F) {
-        if self.held.ranges | self.held.nacc | self.held.eret != 0 {
+        if self.held.any() {
             self.send_batch(sink);
         }
     }
@@ -1376,7 +1384,7 @@ impl Etm4Decoder {
     /// packet only to be dropped.
     #[inline(always)]
     pub fn waits_for_async(&self) -> bool {
-        self.state == State::WaitSync && self.held.ranges | self.held.nacc | self.held.eret == 0
+        self.state == State::WaitSync && !self.held.any()
     }
 
     /// Packets up to buffer index `last` went by while the decoder waited

@@ -214,18 +214,13 @@ pub trait PacketSink {
     #[inline(always)]
     fn counted(&mut self, _packets: usize, _bytes: usize) {}
 
-    /// Whether the sink may be asked, when it declines a run
-    /// ([`PacketSink::run_begin`]), if it ignores for now every packet
-    /// that `count_run` takes ([`PacketSink::skips`]).
-    const SKIPS: bool = false;
-
     /// Whether the sink ignores, from here, every packet that `count_run`
     /// takes (atoms, addresses, cycle counts, contexts, exceptions, one-byte
     /// packets): a decoder that waits for an A-sync after an error. Those
     /// are then counted as a packets-only summary counts them, and handed
     /// over as numbers ([`PacketSink::skipped`]). Asked where a run would
     /// start (an atom packet followed by an atom, address or cycle count
-    /// packet) and was declined.
+    /// packet) and the sink declined it ([`PacketSink::run_begin`]).
     #[inline(always)]
     fn skips(&mut self) -> bool {
         false
@@ -1969,7 +1964,7 @@ impl Etm4Parser {
             // Asked only here, where the sink declined a run, so that the
             // packet loop does not ask it of every packet (a tenth slower
             // on maxspec78_commopt0, whose runs are mostly declined).
-            if F::SKIPS && sink.skips() {
+            if sink.skips() {
                 return self.count_run::<SPANS, F>(sink, data, start, span.1) - start;
             }
             return 0;
