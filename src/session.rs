@@ -15,6 +15,7 @@ use crate::frame::{Deformatter, Flow, FrameError, FrameMode, FrameSink};
 use crate::image::memory::MemoryImage;
 use crate::input::{BufferFormat, Device, InputError, Snapshot, TraceBuffer, TraceFile};
 use crate::protocol::etm4::decoder::{DecoderOptions, DecoderOutput, Etm4Decoder, PacketRun, SpecRecord};
+use crate::protocol::etm3::parser::Etm3Sink;
 use crate::protocol::etm3::{Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
 use crate::protocol::etm4::{ConfigError, Etm4Config, Etm4Parser, Packet, PacketSink, PacketType};
 use crate::protocol::ptm::{PtmConfig, PtmDecoder, PtmPacket, PtmParser};
@@ -656,10 +657,7 @@ impl Chain {
                 }
             }
             Proto::Etm3 { parser, decoder } => {
-                parser.push_until(index, bytes, &mut |pk: &Etm3Packet, raw: &[u8]| {
-                    tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Etm3(pk), raw }, on_event);
-                    decode_packet(decoder, recover, pk, source, on_event, tot)
-                });
+                parser.push_until(index, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot });
                 tot.flush(source, on_event);
             }
         }
@@ -987,8 +985,12 @@ impl<G: FnMut(DecoderOutput<'_>)> PacketSink for QuietSink<'_, G> {
 /// quiet packets `push_etm4` uses [`QuietSink`], which counts in locals and
 /// gets the decoder's sink once per push: 5-7% fewer instructions in the
 /// summaries of the benchmark captures.)
-struct DecodeSink<'r, 'c, F> {
-    decoder: &'r mut Option<Etm4Decoder>,
+///
+/// The ETMv3 parser takes one too; where packets are not handed
+/// over (a run that only counts them, or quiet packets) it gives runs of
+/// P-headers to the decoder whole ([`Etm3Decoder::phdr_run`]).
+struct DecodeSink<'r, 'c, D, F> {
+    decoder: &'r mut Option<D>,
     recover: bool,
     source: &'r Source,
     stream_id: u8,
@@ -996,12 +998,40 @@ struct DecodeSink<'r, 'c, F> {
     tot: &'r mut Tot<'c>,
 }
 
-impl<F: FnMut(Event<'_>)> PacketSink for DecodeSink<'_, '_, F> {
+impl<D: Decoder, F: FnMut(Event<'_>)> DecodeSink<'_, '_, D, F> {
+    /// `pk`, whose reference as an event is `as_ref`: counted, sent unless
+    /// the run only counts, and decoded.
+    #[inline(always)]
+    fn take(&mut self, pk: &D::Packet, as_ref: PacketRef<'_>, raw: &[u8]) -> bool {
+        let (source, stream_id) = (self.source, self.stream_id);
+        self.tot.packet(raw, || Event::Packet { source, stream_id, packet: as_ref, raw }, self.on_event);
+        decode_packet(self.decoder, self.recover, pk, source, self.on_event, self.tot)
+    }
+}
+
+impl<F: FnMut(Event<'_>)> PacketSink for DecodeSink<'_, '_, Etm4Decoder, F> {
     #[inline(always)]
     fn packet(&mut self, pk: &Packet, raw: &[u8]) -> bool {
-        let (source, stream_id) = (self.source, self.stream_id);
-        self.tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Etm4(pk), raw }, self.on_event);
-        decode_packet(self.decoder, self.recover, pk, source, self.on_event, self.tot)
+        self.take(pk, PacketRef::Etm4(pk), raw)
+    }
+}
+
+impl<F: FnMut(Event<'_>)> Etm3Sink for DecodeSink<'_, '_, Etm3Decoder, F> {
+    #[inline(always)]
+    fn packet(&mut self, pk: &Etm3Packet, raw: &[u8]) -> bool {
+        self.take(pk, PacketRef::Etm3(pk), raw)
+    }
+
+    #[inline(always)]
+    fn phdr_run(&mut self, index: u64, bytes: &[u8], last: &Etm3Packet, cycle_accurate: bool) -> usize {
+        let (Some(d), true) = (self.decoder.as_mut(), self.tot.tally.is_some() || self.tot.quiet) else {
+            return 0;
+        };
+        let (source, on_event, tot) = (self.source, &mut *self.on_event, &mut *self.tot);
+        let n = d.phdr_run(index, bytes, last, cycle_accurate, &mut |o| forward(source, o, on_event, tot));
+        // One byte each.
+        tot.packets(n as u64, n as u64);
+        n
     }
 }
 

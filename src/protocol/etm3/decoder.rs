@@ -547,14 +547,7 @@ impl Etm3Decoder {
         // what the state loop below does with them, without its two
         // dispatches on the state and decode_packet's on the packet type.
         if self.state == State::Decode && pkt.ptype == PacketType::PHeader {
-            self.list.commit_all();
-            self.process_phdr(pkt, sink);
-            if self.list.to_send() {
-                self.send(sink);
-                self.state = if self.wait_isync { State::WaitISync } else { State::Decode };
-            } else {
-                self.state = State::Decode;
-            }
+            self.decode_phdr(pkt, sink);
             return;
         }
         let mut done = false;
@@ -592,6 +585,53 @@ impl Etm3Decoder {
                 }
             }
         }
+    }
+
+    /// A P-header in the decoding state, as the state loop of
+    /// [`Etm3Decoder::take_packet`] decodes and sends it.
+    #[inline(always)]
+    fn decode_phdr<F: FnMut(DecoderOutput<'_>)>(&mut self, pkt: &Etm3Packet, sink: &mut F) {
+        self.list.commit_all();
+        self.process_phdr(pkt, sink);
+        if self.list.to_send() {
+            self.send(sink);
+            self.state = if self.wait_isync { State::WaitISync } else { State::Decode };
+        } else {
+            self.state = State::Decode;
+        }
+    }
+
+    /// Take one-byte P-headers from the start of `bytes` (the first at
+    /// buffer index `index`) as [`Decoder::packet`] takes each, for as long
+    /// as the decoder decodes and the bytes are valid P-headers read as the
+    /// parser reads them (`cycle_accurate`); returns how many it took. `last`
+    /// is the parser's packet before them, which carries the instruction set.
+    /// See [`super::parser::Etm3Sink::phdr_run`].
+    pub fn phdr_run<F: FnMut(DecoderOutput<'_>)>(
+        &mut self,
+        index: u64,
+        bytes: &[u8],
+        last: &Etm3Packet,
+        cycle_accurate: bool,
+        sink: &mut F,
+    ) -> usize {
+        let mut pkt = *last;
+        pkt.clear();
+        pkt.ptype = PacketType::PHeader;
+        for (k, &b) in bytes.iter().enumerate() {
+            if self.core.fatal || self.state != State::Decode || b & 0x81 != 0x80 {
+                return k;
+            }
+            pkt.atom_count = 0;
+            pkt.cycle_count = 0;
+            if !pkt.atoms_from_phdr(b, cycle_accurate) {
+                return k;
+            }
+            pkt.index = index + k as u64;
+            self.core.index_curr = pkt.index;
+            self.decode_phdr(&pkt, sink);
+        }
+        bytes.len()
     }
 
     /// [`Decoder::finish`]: what is held back goes out, then the end-of-trace

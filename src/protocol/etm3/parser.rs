@@ -61,6 +61,35 @@ fn bad_header(message: &'static str) -> ParseError {
 /// parser's memory and saved state stay bounded whatever the trace.
 pub const MAX_PACKET_BYTES: usize = 4096;
 
+/// Where [`Etm3Parser::push_until`] hands its packets, with their raw bytes.
+pub trait Etm3Sink {
+    /// A complete packet; false stops the parser after it.
+    fn packet(&mut self, packet: &Etm3Packet, raw: &[u8]) -> bool;
+
+    /// `bytes`, at buffer index `index`, start with a byte that looks like a
+    /// one-byte P-header, and may go on with more: how many of them the
+    /// sink took whole, each as [`Etm3Sink::packet`] would have taken it as
+    /// a P-header packet. `last` is the parser's packet before them (what
+    /// packets carry, the instruction set among it); `cycle_accurate` how
+    /// the parser reads P-headers. The sink stops before a byte that is not
+    /// a valid P-header and wherever it would do more than take the packet;
+    /// what it did not take comes again one packet at a time. Most of an
+    /// ETMv3 stream is one-byte P-headers: taken so, a summary of TC2 runs
+    /// a sixth fewer instructions (each packet built, counted and passed
+    /// through the decoder's state dispatch no more).
+    #[inline(always)]
+    fn phdr_run(&mut self, _index: u64, _bytes: &[u8], _last: &Etm3Packet, _cycle_accurate: bool) -> usize {
+        0
+    }
+}
+
+impl<F: FnMut(&Etm3Packet, &[u8]) -> bool> Etm3Sink for F {
+    #[inline(always)]
+    fn packet(&mut self, packet: &Etm3Packet, raw: &[u8]) -> bool {
+        self(packet, raw)
+    }
+}
+
 /// The ETMv3 packet parser for one trace ID.
 ///
 /// Its stream state serializes ([`Etm3Parser::save_state`]) so that parsing
@@ -232,7 +261,7 @@ impl Etm3Parser {
     /// As [`Etm3Parser::push`], but the sink can stop parsing by returning
     /// false. Returns the number of bytes of `data` consumed; the packet the
     /// sink refused is complete.
-    pub fn push_until<F: FnMut(&Etm3Packet, &[u8]) -> bool>(&mut self, index: u64, data: &[u8], sink: &mut F) -> usize {
+    pub fn push_until<S: Etm3Sink>(&mut self, index: u64, data: &[u8], sink: &mut S) -> usize {
         if self.fatal.is_some() {
             return 0;
         }
@@ -249,13 +278,28 @@ impl Etm3Parser {
                     // Fast path: single-byte P-headers are most of the stream.
                     let b = data[pos];
                     if b & 0x81 == 0x80 {
+                        let ca = self.set.cycle_accurate;
+                        let took = sink.phdr_run(index + pos as u64, &data[pos..], &self.pkt, ca).min(data.len() - pos);
+                        if took > 0 {
+                            // The parser as after the run's last P-header,
+                            // taken one by one: each one's packet replaces
+                            // the one before.
+                            let last = pos + took - 1;
+                            pos += took;
+                            self.packet_index = index + last as u64;
+                            self.init_packet();
+                            self.pkt.ptype = PacketType::PHeader;
+                            self.pkt.atoms_from_phdr(data[last], ca);
+                            self.pkt.index = self.packet_index;
+                            continue;
+                        }
                         self.packet_index = index + pos as u64;
                         self.init_packet();
                         self.pkt.ptype = PacketType::PHeader;
                         pos += 1;
                         if self.pkt.atoms_from_phdr(b, self.set.cycle_accurate) {
                             self.pkt.index = self.packet_index;
-                            if !sink(&self.pkt, &data[pos - 1..pos]) {
+                            if !sink.packet(&self.pkt, &data[pos - 1..pos]) {
                                 break;
                             }
                         } else {
@@ -319,15 +363,15 @@ impl Etm3Parser {
         }
     }
 
-    fn output<F: FnMut(&Etm3Packet, &[u8]) -> bool>(&mut self, sink: &mut F) -> bool {
+    fn output<S: Etm3Sink>(&mut self, sink: &mut S) -> bool {
         self.pkt.index = self.packet_index;
         let go;
         if !self.send_part {
-            go = sink(&self.pkt, &self.buf);
+            go = sink.packet(&self.pkt, &self.buf);
             self.state = if self.synced { State::Header } else { State::WaitSync };
             self.buf.clear();
         } else {
-            go = sink(&self.pkt, &self.part);
+            go = sink.packet(&self.pkt, &self.part);
             self.state = self.after_part_state;
             self.packet_index += self.part.len() as u64;
             self.send_part = false;

@@ -9,7 +9,7 @@ use super::config::Etm3Config;
 use super::decoder::{DecoderOutput, Etm3Decoder};
 use super::display;
 use super::packet::{Etm3Packet, PacketType};
-use super::parser::Etm3Parser;
+use super::parser::{Etm3Parser, Etm3Sink};
 use crate::element::{self, MemSpace};
 use crate::image::memory::MemoryImage;
 use crate::protocol::Decoder;
@@ -548,8 +548,114 @@ fn sample() -> Vec<u8> {
     ])
 }
 
+/// What a decoder hands over, as text.
+fn record(out: &mut Vec<String>, o: DecoderOutput<'_>) {
+    match o {
+        DecoderOutput::Element(e) => {
+            let mut t = String::new();
+            element::write_opencsd_line(&mut t, e);
+            out.push(format!("{t} isa={:?} time={:?}", e.isa, e.time));
+        }
+        DecoderOutput::Message(m) => out.push(m.to_string()),
+        _ => {}
+    }
+}
+
+/// A sink that gives the decoder runs of P-headers whole, as a summary's
+/// does; `taken` counts the bytes it took so.
+struct RunSink<'a> {
+    d: &'a mut Etm3Decoder,
+    out: &'a mut Vec<String>,
+    taken: usize,
+}
+
+impl Etm3Sink for RunSink<'_> {
+    fn packet(&mut self, k: &Etm3Packet, _: &[u8]) -> bool {
+        let out = &mut *self.out;
+        self.d.packet(k, &mut |o| record(out, o));
+        true
+    }
+
+    fn phdr_run(&mut self, index: u64, bytes: &[u8], last: &Etm3Packet, cycle_accurate: bool) -> usize {
+        let out = &mut *self.out;
+        let n = self.d.phdr_run(index, bytes, last, cycle_accurate, &mut |o| record(out, o));
+        self.taken += n;
+        n
+    }
+}
+
+/// Decode `data` cut at `splits`, packet by packet or with runs of
+/// P-headers taken whole: what the decoder handed over, the parser's and
+/// decoder's saved states at the end, and the bytes runs took.
+fn decode_with_runs(cfg: &Etm3Config, data: &[u8], splits: &[usize], runs: bool) -> (Vec<String>, Vec<u8>, Vec<u8>, usize) {
+    let mut p = Etm3Parser::new(cfg);
+    let mut d = Etm3Decoder::new(cfg, image());
+    let mut out = Vec::new();
+    let mut taken = 0;
+    let mut cuts: Vec<usize> = splits.iter().map(|&s| s % (data.len() + 1)).collect();
+    cuts.sort_unstable();
+    let mut start = 0;
+    for c in cuts.into_iter().chain(std::iter::once(data.len())) {
+        if c > start {
+            if runs {
+                let mut sink = RunSink { d: &mut d, out: &mut out, taken: 0 };
+                p.push_until(start as u64, &data[start..c], &mut sink);
+                taken += sink.taken;
+            } else {
+                p.push(start as u64, &data[start..c], &mut |k: &Etm3Packet, _: &[u8]| {
+                    d.packet(k, &mut |o| record(&mut out, o))
+                });
+            }
+            start = c;
+        }
+    }
+    assert_eq!(p.bytes_in() as usize, data.len());
+    (out, p.save_state(), d.save_state(), taken)
+}
+
+/// Bytes that are mostly one-byte P-headers (valid or not in the mode),
+/// with I-syncs to the image's code and other packets between.
+fn phdr_heavy() -> impl Strategy<Value = Vec<u8>> {
+    // I-sync to 0x8000 (T32), and a branch back there.
+    let isync = Just(vec![0x08, 0x20, 0x01, 0x80, 0x00, 0x00]);
+    let piece = prop_oneof![
+        12 => any::<u8>().prop_map(|b| vec![(b | 0x80) & !1]),
+        2 => any::<u8>().prop_map(|b| vec![b]),
+        1 => isync,
+        1 => Just(vec![0x01]),
+    ];
+    proptest::collection::vec(piece, 0..300).prop_map(|v| v.concat())
+}
+
+#[test]
+fn phdr_runs_are_taken_after_an_isync() {
+    // I-sync to 0x8000, then six P-headers.
+    let data = synced(&[0x08, 0x20, 0x01, 0x80, 0x00, 0x00, 0x84, 0x88, 0xa0, 0x84, 0xc0, 0x84]);
+    let (one, ..) = decode_with_runs(&plain(), &data, &[], false);
+    let (runs, _, _, taken) = decode_with_runs(&plain(), &data, &[], true);
+    assert_eq!(one, runs);
+    assert_eq!(taken, 6);
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    /// Runs of P-headers taken whole give the same elements and messages,
+    /// and leave the parser and decoder as taking them one by one does.
+    #[test]
+    fn phdr_runs_decode_as_one_by_one(
+        tail in phdr_heavy(),
+        splits in proptest::collection::vec(any::<usize>(), 0..6),
+        which in 0usize..4,
+    ) {
+        let cfg = &prop_configs()[which];
+        let data = synced(&tail);
+        let (one, p1, d1, _) = decode_with_runs(cfg, &data, &splits, false);
+        let (runs, p2, d2, _) = decode_with_runs(cfg, &data, &splits, true);
+        prop_assert_eq!(one, runs);
+        prop_assert!(p1 == p2, "parser states differ");
+        prop_assert!(d1 == d2, "decoder states differ");
+    }
 
     #[test]
     fn random_bytes_never_panic_and_every_byte_is_in_a_packet(
