@@ -12,6 +12,8 @@
 //!
 //! The raw bytes of all packets must add up to the input (PTM: at least); each listing line
 //! must be one line (after any error message) and each JSON object valid JSON.
+//! ETMv3 decoded with runs of P-headers taken whole (as summaries take them)
+//! must give what packet by packet gives, and leave the same states.
 #![no_main]
 
 use std::sync::Arc;
@@ -20,6 +22,8 @@ use libfuzzer_sys::fuzz_target;
 use tracesight::element::MemSpace;
 use tracesight::image::memory::MemoryImage;
 use tracesight::protocol::Decoder;
+use tracesight::protocol::decoder::DecoderOutput;
+use tracesight::protocol::etm3::parser::Etm3Sink;
 use tracesight::protocol::etm3::{self, Etm3Config, Etm3Decoder, Etm3Packet, Etm3Parser};
 use tracesight::protocol::ptm::{self, PtmConfig, PtmDecoder, PtmPacket, PtmParser};
 
@@ -34,6 +38,53 @@ fn check_lines(line: &mut String, json: &str) {
     if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(json) {
         panic!("invalid JSON {json:?}: {e}");
     }
+}
+
+/// What a decoder hands over, as debug text.
+fn record(out: &mut Vec<String>, o: DecoderOutput<'_>) {
+    match o {
+        DecoderOutput::Element(e) => out.push(format!("{e:?}")),
+        DecoderOutput::Message(m) => out.push(m.to_string()),
+        _ => {}
+    }
+}
+
+/// Takes P-header runs whole, as a summary's sink does.
+struct Runs<'a> {
+    d: &'a mut Etm3Decoder,
+    out: &'a mut Vec<String>,
+}
+
+impl Etm3Sink for Runs<'_> {
+    fn packet(&mut self, p: &Etm3Packet, _: &[u8]) -> bool {
+        let out = &mut *self.out;
+        self.d.packet(p, &mut |o| record(out, o));
+        true
+    }
+
+    fn phdr_run(&mut self, index: u64, bytes: &[u8], last: &Etm3Packet, cycle_accurate: bool) -> usize {
+        let out = &mut *self.out;
+        self.d.phdr_run(index, bytes, last, cycle_accurate, &mut |o| record(out, o))
+    }
+}
+
+/// ETMv3 decoded packet by packet and with runs: the same outputs and states.
+fn etm3_runs_match(cfg: &Etm3Config, image: &Arc<MemoryImage>, data: &[u8], cut: usize) {
+    let mut results = Vec::new();
+    for runs in [false, true] {
+        let mut parser = Etm3Parser::new(cfg);
+        let mut d = Etm3Decoder::new(cfg, image.clone());
+        let mut out = Vec::new();
+        for (at, part) in [(0, &data[..cut]), (cut, &data[cut..])] {
+            if runs {
+                parser.push_until(at as u64, part, &mut Runs { d: &mut d, out: &mut out });
+            } else {
+                parser.push(at as u64, part, &mut |p: &Etm3Packet, _: &[u8]| d.packet(p, &mut |o| record(&mut out, o)));
+            }
+        }
+        results.push((out, parser.save_state(), d.save_state()));
+    }
+    assert!(results[0] == results[1], "P-header runs decode differently");
 }
 
 fuzz_target!(|input: &[u8]| {
@@ -102,5 +153,9 @@ fuzz_target!(|input: &[u8]| {
     } else {
         exercise!(Etm3Config, Etm3Parser, Etm3Decoder, Etm3Packet, etm3);
         assert_eq!(raw_total, data.len(), "packets account for {raw_total} of {} input bytes", data.len());
+        if decode {
+            let cfg = Etm3Config::from_registers(reg, Some(core)).expect("every register is supplied");
+            etm3_runs_match(&cfg, &image, data, cut);
+        }
     }
 });
