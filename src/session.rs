@@ -1024,7 +1024,7 @@ impl<F: FnMut(Event<'_>)> Etm3Sink for DecodeSink<'_, '_, Etm3Decoder, F> {
 
     #[inline(always)]
     fn phdr_run(&mut self, index: u64, bytes: &[u8], last: &Etm3Packet, cycle_accurate: bool) -> usize {
-        let (Some(d), true) = (self.decoder.as_mut(), self.tot.tally.is_some() || self.tot.quiet) else {
+        let (Some(d), false) = (self.decoder.as_mut(), self.tot.sends_packets()) else {
             return 0;
         };
         let (source, on_event, tot) = (self.source, &mut *self.on_event, &mut *self.tot);
