@@ -500,6 +500,22 @@ fn prop_configs() -> Vec<Etm3Config> {
     ]
 }
 
+/// `data` cut at `splits` (each taken modulo the length, in order): the
+/// non-empty blocks with their offsets.
+fn blocks<'a>(data: &'a [u8], splits: &[usize]) -> Vec<(usize, &'a [u8])> {
+    let mut cuts: Vec<usize> = splits.iter().map(|&s| s % (data.len() + 1)).collect();
+    cuts.sort_unstable();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for c in cuts.into_iter().chain(std::iter::once(data.len())) {
+        if c > start {
+            out.push((start, &data[start..c]));
+            start = c;
+        }
+    }
+    out
+}
+
 /// Parse (and decode) with the given split points; return the packet lines and
 /// the bytes the packets account for.
 fn run_prop(cfg: &Etm3Config, data: &[u8], splits: &[usize], with_decoder: bool) -> (Vec<String>, usize) {
@@ -522,14 +538,8 @@ fn run_prop(cfg: &Etm3Config, data: &[u8], splits: &[usize], with_decoder: bool)
             });
         }
     };
-    let mut cuts: Vec<usize> = splits.iter().map(|&s| s % (data.len() + 1)).collect();
-    cuts.sort_unstable();
-    let mut start = 0;
-    for c in cuts.into_iter().chain(std::iter::once(data.len())) {
-        if c > start {
-            p.push(start as u64, &data[start..c], &mut sink);
-            start = c;
-        }
+    for (start, block) in blocks(data, splits) {
+        p.push(start as u64, block, &mut sink);
     }
     p.finish(&mut sink);
     if with_decoder {
@@ -592,21 +602,13 @@ fn decode_with_runs(cfg: &Etm3Config, data: &[u8], splits: &[usize], runs: bool)
     let mut d = Etm3Decoder::new(cfg, image());
     let mut out = Vec::new();
     let mut taken = 0;
-    let mut cuts: Vec<usize> = splits.iter().map(|&s| s % (data.len() + 1)).collect();
-    cuts.sort_unstable();
-    let mut start = 0;
-    for c in cuts.into_iter().chain(std::iter::once(data.len())) {
-        if c > start {
-            if runs {
-                let mut sink = RunSink { d: &mut d, out: &mut out, taken: 0 };
-                p.push_until(start as u64, &data[start..c], &mut sink);
-                taken += sink.taken;
-            } else {
-                p.push(start as u64, &data[start..c], &mut |k: &Etm3Packet, _: &[u8]| {
-                    d.packet(k, &mut |o| record(&mut out, o))
-                });
-            }
-            start = c;
+    for (start, block) in blocks(data, splits) {
+        if runs {
+            let mut sink = RunSink { d: &mut d, out: &mut out, taken: 0 };
+            p.push_until(start as u64, block, &mut sink);
+            taken += sink.taken;
+        } else {
+            p.push(start as u64, block, &mut |k: &Etm3Packet, _: &[u8]| d.packet(k, &mut |o| record(&mut out, o)));
         }
     }
     assert_eq!(p.bytes_in() as usize, data.len());
