@@ -788,3 +788,55 @@ proptest::proptest! {
         same_in_runs_any(&program, "random rows", &packets, return_stack, false);
     }
 }
+
+/// A T32 loop with IT blocks, at 0x1000 (AArch32 EL1 non-secure):
+/// ```text
+/// 1000: bl    1010
+/// 1004: it    ne
+/// 1006: b.n   1000       (conditional: the block's one instruction)
+/// 1008: itt   ne
+/// 100a: b.n   1000       (the block's first: its walk ends inside it)
+/// 100c: nop
+/// 100e: b.n   1000
+/// 1010: nop
+/// 1012: bx    lr
+/// ```
+fn t32_program() -> Program {
+    let halfwords: [u16; 10] = [0xf000, 0xf806, 0xbf18, 0xe7fb, 0xbf1c, 0xe7f9, 0xbf00, 0xe7f7, 0xbf00, 0x4770];
+    let mut m = MemoryImage::new();
+    m.add_bytes(0x1000, halfwords.iter().flat_map(|h| h.to_le_bytes()).collect(), MemSpace::ANY);
+    // Trace On, then Address & Context (32-bit IS1) 0x1000, AArch32 EL1 non-secure.
+    Program { image: Arc::new(m), start: vec![0x04, 0x83, 0x00, 0x10, 0x00, 0x00, 0x21] }
+}
+
+#[test]
+fn t32_walks_replay_outside_it_blocks() {
+    // Call, return, then: the IT block's branch taken (E E E); not taken
+    // and the two-instruction block's branch not taken, walked from inside
+    // the block to the b.n (E E N N E); or taken, so that the next walk,
+    // from 0x1000, starts inside the block (E E N E).
+    let turns: [&[bool]; 3] = [&[true, true, true], &[true, true, false, false, true], &[true, true, false, true]];
+    let atoms: Vec<bool> = (0..30).flat_map(|i| turns[i % 3].iter().copied()).collect();
+    let singles: Vec<Vec<u8>> = atoms.iter().map(|&e| vec![if e { E } else { N }]).collect();
+    let program = t32_program();
+    let (built, _, _, _) = decode(&program, &singles, true, Mode::Elements);
+    // 1000 to the bl, 1010 to the bx, then 2, 2 + 2, 2 + 2 + ... a turn.
+    assert_eq!(built.ranges, atoms.len() as u64, "one range an atom");
+    let hits = same_both_ways_in(&program, "T32 single atoms", &singles, true);
+    // Walks that end inside the two-instruction block (the third kind's
+    // fourth atom, the second kind's fourth) and those that start inside it
+    // (the next atom: the second kind's fifth, the call after the third
+    // kind) are walked every time: four of the twelve atoms of three turns.
+    // The eight others replay from the second round on.
+    assert!(hits >= 9 * 8, "only {hits} packets replayed");
+    // Two atoms a packet (format 2: E E, and N then E): the call and the
+    // return, the IT block's branch alone, or not taken alone and the
+    // two-instruction block's branch and the b.n after it, which ends
+    // inside the block and is walked every time.
+    const NE: u8 = 0xda;
+    let packets: Vec<Vec<u8>> = (0..10).flat_map(|_| [vec![EE], vec![E], vec![EE], vec![N], vec![NE]]).collect();
+    let hits = same_both_ways_in(&program, "T32 two atoms a packet", &packets, true);
+    assert!(hits >= 9 * 4, "only {hits} packets of two replayed");
+    let (n, _) = same_in_runs_rows(&program, "T32 rows", &singles, true);
+    assert!(n >= 9 * 8, "only {n} packets in runs");
+}

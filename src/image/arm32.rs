@@ -189,6 +189,12 @@ impl ItState {
     pub fn remaining(&self) -> u8 {
         self.remaining
     }
+
+    /// Inside a block with `n` more instructions (at most four) to come.
+    #[cfg(test)]
+    pub(crate) fn inside(n: u8) -> ItState {
+        ItState { remaining: n.min(4) }
+    }
 }
 
 /// A DSB, DMB or ISB as OpenCSD recognises them.
