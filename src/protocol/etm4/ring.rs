@@ -102,12 +102,24 @@ impl<T: Copy + Default> Ring<T> {
         Some(v)
     }
 
-    /// Take out the element at `i`, moving those after it forward.
+    /// Take out the element at `i`, moving the shorter side over its slot:
+    /// those before it back, or those after it forward. (An exception drops
+    /// the elements just behind the front of a stack that may hold hundreds
+    /// under speculation; moving all those after them was 5% of a summary of
+    /// ete_spec_1.)
     pub fn remove(&mut self, i: usize) -> Option<T> {
         let v = *self.get(i)?;
-        for k in i..self.len - 1 {
-            let (to, from) = (self.slot(k), self.slot(k + 1));
-            self.buf[to] = self.buf[from];
+        if i < self.len / 2 {
+            for k in (0..i).rev() {
+                let (to, from) = (self.slot(k + 1), self.slot(k));
+                self.buf[to] = self.buf[from];
+            }
+            self.head = (self.head + 1) & self.mask();
+        } else {
+            for k in i..self.len - 1 {
+                let (to, from) = (self.slot(k), self.slot(k + 1));
+                self.buf[to] = self.buf[from];
+            }
         }
         self.len -= 1;
         Some(v)
