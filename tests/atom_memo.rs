@@ -820,7 +820,7 @@ fn t32_walks_replay_outside_it_blocks() {
     let singles: Vec<Vec<u8>> = atoms.iter().map(|&e| vec![if e { E } else { N }]).collect();
     let program = t32_program();
     let (built, _, _, _) = decode(&program, &singles, true, Mode::Elements);
-    // 1000 to the bl, 1010 to the bx, then 2, 2 + 2, 2 + 2 + ... a turn.
+    // Every atom ends a range: the loop never leaves the code.
     assert_eq!(built.ranges, atoms.len() as u64, "one range an atom");
     let hits = same_both_ways_in(&program, "T32 single atoms", &singles, true);
     // Walks that end inside the two-instruction block (the third kind's

@@ -2706,8 +2706,9 @@ impl Etm4Decoder {
 
     /// Walk from the current address to `to`, through the cache of such
     /// walks: a walk that met `to` is the same walk whenever it starts at
-    /// the same place in the same image (A64 or A32, no range limit: the
-    /// caller's conditions). Walks that did not meet it are not kept.
+    /// the same place in the same image (outside an IT block, no range
+    /// limit: the caller's conditions). Walks that did not meet it, and
+    /// those that ended inside an IT block, are not kept.
     #[inline(never)]
     fn walk_to_cached(&mut self, to: u64) -> Result<(Range, WpRes), DecodeError> {
         let start = self.walk.addr;
