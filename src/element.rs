@@ -496,6 +496,8 @@ pub const KIND_INSTR_RANGE: usize = 3;
 pub const KIND_ADDR_NACC: usize = 5;
 /// [`ElementKind::ExceptionReturn`]'s place in [`KIND_NAMES`].
 pub const KIND_EXCEPTION_RETURN: usize = 7;
+/// [`ElementKind::CycleCount`]'s place in [`KIND_NAMES`].
+pub const KIND_CYCLE_COUNT: usize = 9;
 
 /// The element kind's place in [`KIND_NAMES`] (for tables of counts).
 pub fn kind_index(kind: &ElementKind) -> usize {
@@ -510,7 +512,7 @@ pub fn kind_index(kind: &ElementKind) -> usize {
         K::Exception { .. } => 6,
         K::ExceptionReturn => KIND_EXCEPTION_RETURN,
         K::Timestamp { .. } => 8,
-        K::CycleCount => 9,
+        K::CycleCount => KIND_CYCLE_COUNT,
         K::Event { .. } => 10,
         K::Trigger => 11,
         K::AddrUnknown => 12,
