@@ -592,26 +592,25 @@ impl Etm3Decoder {
     /// Count the first `n` elements of the list, as sent, and take them off.
     #[inline(always)]
     fn count_front(&mut self, n: i64) {
-        let Some(c) = self.core.counted.as_deref_mut() else { return };
         for _ in 0..n.clamp(0, self.list.used) {
             let i = self.list.first;
             self.list.first = if i + 1 >= self.list.slots.len() { 0 } else { i + 1 };
             self.list.used -= 1;
             let s = &self.list.slots[i];
             let cycle_count = (s.flags & F_HAS_CC != 0).then_some(s.cc);
-            match s.kind {
-                Kind::InstrRange => {
-                    c.kinds[KIND_INSTR_RANGE] += 1;
-                    c.range_instructions += s.payload as u64;
-                }
-                Kind::CycleCount => c.kinds[KIND_CYCLE_COUNT] += 1,
+            let (kind, instructions) = match s.kind {
+                Kind::InstrRange => (KIND_INSTR_RANGE, s.payload),
+                Kind::CycleCount => (KIND_CYCLE_COUNT, 0),
                 _ => {
-                    let Some(kind) = slot_kind(s) else { continue };
-                    c.add(&kind);
-                    if let ElementKind::Timestamp { value } = kind {
-                        self.core.time.timestamp = Some(value);
+                    if let Some(kind) = slot_kind(s) {
+                        self.core.count_only(&kind, cycle_count);
                     }
+                    continue;
                 }
+            };
+            if let Some(c) = self.core.counted.as_deref_mut() {
+                c.kinds[kind] += 1;
+                c.range_instructions += instructions as u64;
             }
             if let Some(cc) = cycle_count {
                 self.core.time.total_cycles += cc as u64;
