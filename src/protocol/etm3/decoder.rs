@@ -394,6 +394,24 @@ impl Known {
     }
 }
 
+/// The cycles a P-header of format `fmt` (`hdr_cycles` its own count, for
+/// format 3) gives the element of its current atom, `num` atoms left with
+/// it (`all` false), or the one element for all of them (`all`); none
+/// outside cycle-accurate mode (`ca`).
+#[inline(always)]
+fn phdr_cycles(ca: bool, fmt: u8, hdr_cycles: u32, num: u32, all: bool) -> u32 {
+    if !ca {
+        return 0;
+    }
+    match fmt {
+        3 => hdr_cycles,
+        2 => (num > 1) as u32,
+        1 if all => num,
+        1 => 1,
+        _ => 0,
+    }
+}
+
 /// The entry of [`Known`] for `addr`. Instructions that follow each other
 /// take entries that follow each other (A32 words; T32 halfwords in the
 /// table's other half when they are not word-aligned), from a place picked
@@ -777,19 +795,7 @@ impl Etm3Decoder {
             };
             isa_now = k.next_isa;
         }
-        // What process_phdr's `cycles(num, false)` gives the element of the
-        // atom with `left` atoms left, its own included.
-        let cycles = |left: usize| -> u32 {
-            if !ca {
-                return 0;
-            }
-            match a.format {
-                3 => a.cycles,
-                2 => (left > 1) as u32,
-                1 => 1,
-                _ => 0,
-            }
-        };
+        let cycles = |left: usize| phdr_cycles(ca, a.format, a.cycles, left as u32, false);
         self.list.commit_all();
         self.follow.space = space;
         let index = self.core.index_curr;
@@ -1058,19 +1064,7 @@ impl Etm3Decoder {
         let mut num = pkt.atom_count as u32;
         let mut bits = pkt.atom_bits;
         let fmt = pkt.phdr_format;
-        // Cycles of the current atom (`all` false) or of all atoms left.
-        let cycles = |num: u32, all: bool| -> u32 {
-            if !ca {
-                return 0;
-            }
-            match fmt {
-                3 => pkt.cycle_count,
-                2 => (num > 1) as u32,
-                1 if all => num,
-                1 => 1,
-                _ => 0,
-            }
-        };
+        let cycles = |num: u32, all: bool| phdr_cycles(ca, fmt, pkt.cycle_count, num, all);
         let mut isa = pkt.isa;
         self.follow.space = if self.ctx.non_secure { MemSpace::N } else { MemSpace::S };
         loop {
