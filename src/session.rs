@@ -693,13 +693,26 @@ impl Chain {
         counts: &mut Counts,
     ) -> Option<(bool, usize)> {
         let source = &plan.sources[self.source];
-        let Proto::Etm4 { parser, decoder } = &mut self.proto else {
-            return None;
-        };
+        let recover = self.recover;
         let tot = &mut Tot::new(counts, self.tally.as_deref_mut(), self.quiet, self.batched);
-        let used = push_etm4(parser, decoder, Place::Spans(spans), self.recover, source, stream_id, bytes, on_event, tot);
-        tot.flush(source, on_event);
-        Some((!is_fatal(decoder), used))
+        match &mut self.proto {
+            Proto::Etm4 { parser, decoder } => {
+                let used = push_etm4(parser, decoder, Place::Spans(spans), recover, source, stream_id, bytes, on_event, tot);
+                tot.flush(source, on_event);
+                Some((!is_fatal(decoder), used))
+            }
+            // Formatted data only (no previous block kept: see `Proto::Ptm`),
+            // once synchronised.
+            Proto::Ptm { parser, decoder, prev: None } if parser.is_synced() => {
+                let used = parser.push_spans_until(spans, bytes, &mut |pk: &PtmPacket, raw: &[u8]| {
+                    tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw }, on_event);
+                    decode_packet(decoder, recover, pk, source, on_event, tot)
+                });
+                tot.flush(source, on_event);
+                Some((!is_fatal(decoder), used))
+            }
+            _ => None,
+        }
     }
 
     /// Flush the parser and decoder; false when the decoder stopped on what

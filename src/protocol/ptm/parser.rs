@@ -23,6 +23,55 @@ use super::packet::{
 };
 use crate::element::Isa;
 
+/// Where the bytes of a push are in the captured buffer: one block, or the
+/// stretches of a run of blocks (see [`PtmParser::push_spans_until`]).
+struct Stretches<'a> {
+    spans: &'a [(usize, u64)],
+    /// The stretch holding the last byte asked for.
+    k: usize,
+    /// Where the stretch after it starts in the push.
+    next: usize,
+    /// The buffer index of the push's first byte, were the push all that
+    /// stretch (wrapping).
+    base: u64,
+}
+
+impl<'a> Stretches<'a> {
+    fn one(index: u64) -> Stretches<'a> {
+        Stretches { spans: &[], k: 0, next: usize::MAX, base: index }
+    }
+
+    fn of(spans: &'a [(usize, u64)]) -> Stretches<'a> {
+        let mut s = Stretches { spans, k: 0, next: 0, base: 0 };
+        s.enter(0);
+        s
+    }
+
+    /// Make stretch `k` the current one.
+    fn enter(&mut self, k: usize) {
+        self.k = k;
+        let (start, index) = self.spans.get(k).copied().unwrap_or((0, 0));
+        self.base = index.wrapping_sub(start as u64);
+        self.next = self.spans.get(k + 1).map_or(usize::MAX, |s| s.0);
+    }
+
+    /// The buffer index of byte `pos` of the push; `pos` never goes back.
+    #[inline(always)]
+    fn index(&mut self, pos: usize) -> u64 {
+        while pos >= self.next {
+            self.enter(self.k + 1);
+        }
+        self.base.wrapping_add(pos as u64)
+    }
+
+    /// The buffer index of the start of the block holding byte `pos`, which
+    /// is not before the last byte asked for.
+    fn block(&mut self, pos: usize) -> u64 {
+        self.index(pos);
+        self.spans.get(self.k).map_or(self.base, |s| s.1)
+    }
+}
+
 /// Most unsynchronised bytes listed in one NOTSYNC chunk.
 const UNSYNC_CHUNK: usize = 16;
 /// Zeros beyond the A-sync minimum after which a run of zeros is cut.
@@ -265,14 +314,35 @@ impl PtmParser {
         overread: &[u8],
         sink: &mut F,
     ) -> usize {
-        self.block_index = index;
+        self.parse(Stretches::one(index), data, overread, sink)
+    }
+
+    /// As [`PtmParser::push_until`], for one trace ID's bytes joined from
+    /// several blocks (`spans`: where each starts in `data`, and its index
+    /// in the captured buffer, as
+    /// [`FrameSink::run`](crate::frame::FrameSink::run) gives them), so
+    /// that packets cut by the frames of other trace IDs are taken whole.
+    /// Only once the parser is synchronised ([`PtmParser::is_synced`]):
+    /// before that, what it lists depends on where each block ends.
+    pub fn push_spans_until<F: FnMut(&PtmPacket, &[u8]) -> bool>(
+        &mut self,
+        spans: &[(usize, u64)],
+        data: &[u8],
+        sink: &mut F,
+    ) -> usize {
+        debug_assert!(self.is_synced());
+        self.parse(Stretches::of(spans), data, &[], sink)
+    }
+
+    fn parse<F: FnMut(&PtmPacket, &[u8]) -> bool>(&mut self, mut at: Stretches<'_>, data: &[u8], overread: &[u8], sink: &mut F) -> usize {
+        self.block_index = at.base;
         self.stopped = false;
         let mut pos = 0usize;
         while (pos < data.len() || self.state == State::SendPacket) && !self.stopped {
             match self.state {
                 State::WaitSync => {
                     if !self.async_candidate {
-                        self.packet_index = self.block_index + pos as u64;
+                        self.packet_index = at.index(pos);
                         self.pkt.ptype = PtmPacketType::NotSync;
                     }
                     self.wait_async(data, &mut pos, overread, sink);
@@ -282,7 +352,7 @@ impl PtmParser {
                     // back to the state dispatch, which Snowball's profile
                     // put at a quarter of this function's samples.
                     while let Some(&b) = data.get(pos) {
-                        self.packet_index = self.block_index + pos as u64;
+                        self.packet_index = at.index(pos);
                         let (t, h) = self.table[b as usize];
                         // Atom packets (half of a capture's packets, most of
                         // them one byte) taken whole from `data` when they lie
@@ -344,6 +414,10 @@ impl PtmParser {
                 }
             }
         }
+        // As a push of each block would leave it (it is saved with the
+        // state, and saved states are compared to join the parts of a
+        // parallel decode).
+        self.block_index = at.block(pos.saturating_sub(1));
         if self.state != State::WaitSync {
             // Read only while waiting for the first A-sync, which only a
             // reset (which clears it) brings back: a state saved from here on

@@ -406,8 +406,50 @@ fn packets_of(c: &PtmConfig, data: &[u8], splits: &[usize]) -> Vec<(u64, PtmPack
     v
 }
 
+/// The packets of `body` after an A-sync, cut at `splits` into blocks that
+/// lie 100 bytes apart in the buffer (as one trace ID's blocks do among other
+/// IDs' frames): pushed block by block, or the blocks joined in one push of
+/// stretches (`joined`).
+fn packets_in_blocks(c: &PtmConfig, body: &[u8], splits: &[usize], joined: bool) -> Vec<(u64, PtmPacketType, Vec<u8>)> {
+    let mut cuts: Vec<usize> = splits.iter().map(|s| s % (body.len() + 1)).collect();
+    cuts.extend([0, body.len()]);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut p = PtmParser::new(c);
+    let mut v = Vec::new();
+    let mut sink = |k: &PtmPacket, r: &[u8]| {
+        v.push((k.index, k.ptype, r.to_vec()));
+        true
+    };
+    p.push_until(0, &ASYNC, &mut sink);
+    let at = |i: usize, start: usize| (ASYNC.len() + 100 * (i + 1) + start) as u64;
+    if joined {
+        let spans: Vec<(usize, u64)> = cuts.windows(2).enumerate().map(|(i, w)| (w[0], at(i, w[0]))).collect();
+        assert_eq!(p.push_spans_until(&spans, body, &mut sink), body.len());
+    } else {
+        for (i, w) in cuts.windows(2).enumerate() {
+            p.push_until(at(i, w[0]), &body[w[0]..w[1]], &mut sink);
+        }
+    }
+    p.finish(&mut |k: &PtmPacket, r: &[u8]| {
+        sink(k, r);
+    });
+    v
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+
+    /// Once synchronised, a trace ID's blocks joined in one push give the
+    /// packets, indices and bytes of the blocks pushed one by one.
+    #[test]
+    fn joined_blocks_give_the_packets_of_the_blocks(body in proptest::collection::vec(any::<u8>(), 0..1024),
+                                                    splits in proptest::collection::vec(any::<usize>(), 0..24),
+                                                    which in 0usize..4) {
+        let c = &configs()[which];
+        let blocks = packets_in_blocks(c, &body, &splits, false);
+        prop_assert_eq!(&packets_in_blocks(c, &body, &splits, true), &blocks);
+    }
 
     /// Random bytes in one block: no panic, and every byte is listed once, in order.
     #[test]
