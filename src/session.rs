@@ -702,12 +702,18 @@ impl Chain {
                 Some((!is_fatal(decoder), used))
             }
             // Formatted data only (no previous block kept: see `Proto::Ptm`),
-            // once synchronised.
+            // once synchronised (before, what the parsers list depends on
+            // where each block ends).
             Proto::Ptm { parser, decoder, prev: None } if parser.is_synced() => {
                 let used = parser.push_spans_until(spans, bytes, &mut |pk: &PtmPacket, raw: &[u8]| {
                     tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw }, on_event);
                     decode_packet(decoder, recover, pk, source, on_event, tot)
                 });
+                tot.flush(source, on_event);
+                Some((!is_fatal(decoder), used))
+            }
+            Proto::Etm3 { parser, decoder } if parser.is_synced() => {
+                let used = parser.push_spans_until(spans, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot });
                 tot.flush(source, on_event);
                 Some((!is_fatal(decoder), used))
             }

@@ -14,6 +14,65 @@ pub mod ptm;
 
 pub use decoder::{Decoder, DecoderCore};
 
+/// Where the bytes of a push are in the captured buffer: one block, or the
+/// stretches of a run of one trace ID's blocks as
+/// [`FrameSink::run`](crate::frame::FrameSink::run) gives them (where each
+/// starts in the push, and its index in the buffer).
+pub(crate) struct Stretches<'a> {
+    spans: &'a [(usize, u64)],
+    /// The stretch holding the last byte asked for.
+    k: usize,
+    /// Where the stretch after it starts in the push.
+    next: usize,
+    /// The buffer index of the push's first byte, were the push all that
+    /// stretch (wrapping).
+    pub(crate) base: u64,
+}
+
+impl<'a> Stretches<'a> {
+    pub(crate) fn one(index: u64) -> Stretches<'a> {
+        Stretches { spans: &[], k: 0, next: usize::MAX, base: index }
+    }
+
+    pub(crate) fn of(spans: &'a [(usize, u64)]) -> Stretches<'a> {
+        let mut s = Stretches { spans, k: 0, next: 0, base: 0 };
+        s.enter(0);
+        s
+    }
+
+    /// Make stretch `k` the current one.
+    fn enter(&mut self, k: usize) {
+        self.k = k;
+        let (start, index) = self.spans.get(k).copied().unwrap_or((0, 0));
+        self.base = index.wrapping_sub(start as u64);
+        self.next = self.spans.get(k + 1).map_or(usize::MAX, |s| s.0);
+    }
+
+    /// The buffer index of byte `pos` of the push; `pos` never goes back.
+    #[inline(always)]
+    pub(crate) fn index(&mut self, pos: usize) -> u64 {
+        while pos >= self.next {
+            self.enter(self.k + 1);
+        }
+        self.base.wrapping_add(pos as u64)
+    }
+
+    /// Where the stretch holding byte `pos` ends in the push (`usize::MAX`
+    /// for the last), `pos` as for [`Stretches::index`].
+    #[inline(always)]
+    pub(crate) fn end(&mut self, pos: usize) -> usize {
+        self.index(pos);
+        self.next
+    }
+
+    /// The buffer index of the start of the block holding byte `pos`, which
+    /// is not before the last byte asked for.
+    pub(crate) fn block(&mut self, pos: usize) -> u64 {
+        self.index(pos);
+        self.spans.get(self.k).map_or(self.base, |s| s.1)
+    }
+}
+
 
 /// Bounds a saved parser or decoder state must meet before it is used: index
 /// files are read from disk and may have been edited with their checksums

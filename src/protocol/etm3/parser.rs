@@ -17,6 +17,7 @@ use super::packet::{
     ERR_PKT_INTERP_FAIL,
 };
 use crate::element::Isa;
+use crate::protocol::Stretches;
 
 #[derive(serde::Serialize, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
@@ -262,6 +263,21 @@ impl Etm3Parser {
     /// false. Returns the number of bytes of `data` consumed; the packet the
     /// sink refused is complete.
     pub fn push_until<S: Etm3Sink>(&mut self, index: u64, data: &[u8], sink: &mut S) -> usize {
+        self.parse(Stretches::one(index), data, sink)
+    }
+
+    /// As [`Etm3Parser::push_until`], for one trace ID's bytes joined from
+    /// several blocks (`spans`: where each starts in `data`, and its index
+    /// in the captured buffer, as
+    /// [`FrameSink::run`](crate::frame::FrameSink::run) gives them). Only
+    /// once the parser is synchronised ([`Etm3Parser::is_synced`]): before
+    /// that, what it lists depends on where each block ends.
+    pub fn push_spans_until<S: Etm3Sink>(&mut self, spans: &[(usize, u64)], data: &[u8], sink: &mut S) -> usize {
+        debug_assert!(self.is_synced());
+        self.parse(Stretches::of(spans), data, sink)
+    }
+
+    fn parse<S: Etm3Sink>(&mut self, mut at: Stretches<'_>, data: &[u8], sink: &mut S) -> usize {
         if self.fatal.is_some() {
             return 0;
         }
@@ -270,7 +286,7 @@ impl Etm3Parser {
             match self.state {
                 State::WaitSync => {
                     if !self.sync_start {
-                        self.packet_index = index + pos as u64;
+                        self.packet_index = at.index(pos);
                     }
                     pos += self.wait_for_sync(&data[pos..]);
                 }
@@ -279,21 +295,25 @@ impl Etm3Parser {
                     let b = data[pos];
                     if b & 0x81 == 0x80 {
                         let ca = self.set.cycle_accurate;
-                        let took = sink.phdr_run(index + pos as u64, &data[pos..], &self.pkt, ca).min(data.len() - pos);
+                        // Within the stretch: the sink gives the headers
+                        // consecutive indices.
+                        let first = at.index(pos);
+                        let stretch = &data[pos..at.end(pos).min(data.len())];
+                        let took = sink.phdr_run(first, stretch, &self.pkt, ca).min(stretch.len());
                         if took > 0 {
                             // The parser as after the run's last P-header,
                             // taken one by one: each one's packet replaces
                             // the one before.
                             let last = pos + took - 1;
                             pos += took;
-                            self.packet_index = index + last as u64;
+                            self.packet_index = at.index(last);
                             self.init_packet();
                             self.pkt.ptype = PacketType::PHeader;
                             self.pkt.atoms_from_phdr(data[last], ca);
                             self.pkt.index = self.packet_index;
                             continue;
                         }
-                        self.packet_index = index + pos as u64;
+                        self.packet_index = first;
                         self.init_packet();
                         self.pkt.ptype = PacketType::PHeader;
                         pos += 1;
@@ -309,7 +329,7 @@ impl Etm3Parser {
                         }
                         continue;
                     }
-                    self.packet_index = index + pos as u64;
+                    self.packet_index = at.index(pos);
                     pos += 1;
                     if let Err(e) = self.header(b) {
                         self.on_error(e);

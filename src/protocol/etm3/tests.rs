@@ -680,6 +680,34 @@ fn phdr_heavy() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(piece, 0..300).prop_map(|v| v.concat())
 }
 
+/// Decode `tail` after an A-sync, cut at `splits` into blocks that lie 100
+/// bytes apart in the buffer (as one trace ID's blocks do among other IDs'
+/// frames), with runs of P-headers taken whole: block by block, or the
+/// blocks joined in one push of stretches (`joined`). What the decoder
+/// handed over (with each element's index), and the parser's and decoder's
+/// saved states at the end.
+fn decode_joined(cfg: &Etm3Config, tail: &[u8], splits: &[usize], joined: bool) -> (Vec<String>, Vec<u8>, Vec<u8>) {
+    let mut cuts: Vec<usize> = splits.iter().map(|s| s % (tail.len() + 1)).collect();
+    cuts.extend([0, tail.len()]);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut p = Etm3Parser::new(cfg);
+    let mut d = Etm3Decoder::new(cfg, image());
+    let mut out = Vec::new();
+    let mut sink = RunSink { d: &mut d, out: &mut out, taken: 0 };
+    p.push_until(0, &ASYNC, &mut sink);
+    let at = |i: usize, start: usize| (ASYNC.len() + 100 * (i + 1) + start) as u64;
+    if joined {
+        let spans: Vec<(usize, u64)> = cuts.windows(2).enumerate().map(|(i, w)| (w[0], at(i, w[0]))).collect();
+        assert_eq!(p.push_spans_until(&spans, tail, &mut sink), tail.len());
+    } else {
+        for (i, w) in cuts.windows(2).enumerate() {
+            p.push_until(at(i, w[0]), &tail[w[0]..w[1]], &mut sink);
+        }
+    }
+    (out, p.save_state(), d.save_state())
+}
+
 #[test]
 fn phdr_runs_are_taken_after_an_isync() {
     // I-sync to 0x8000, then six P-headers.
@@ -706,6 +734,23 @@ proptest! {
         let (one, p1, d1, _) = decode_with_runs(cfg, &data, &splits, false);
         let (runs, p2, d2, _) = decode_with_runs(cfg, &data, &splits, true);
         prop_assert_eq!(one, runs);
+        prop_assert!(p1 == p2, "parser states differ");
+        prop_assert!(d1 == d2, "decoder states differ");
+    }
+
+    /// Once synchronised, a trace ID's blocks joined in one push decode as
+    /// the blocks pushed one by one: the same elements at the same indices,
+    /// and the parser and decoder left alike.
+    #[test]
+    fn joined_blocks_decode_as_the_blocks(
+        tail in phdr_heavy(),
+        splits in proptest::collection::vec(any::<usize>(), 0..24),
+        which in 0usize..4,
+    ) {
+        let cfg = &prop_configs()[which];
+        let (blocks, p1, d1) = decode_joined(cfg, &tail, &splits, false);
+        let (joined, p2, d2) = decode_joined(cfg, &tail, &splits, true);
+        prop_assert_eq!(blocks, joined);
         prop_assert!(p1 == p2, "parser states differ");
         prop_assert!(d1 == d2, "decoder states differ");
     }
