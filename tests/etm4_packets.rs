@@ -192,6 +192,29 @@ fn speculation_packets() {
     assert_eq!(one(&cfg, &[0x00, 0x07]).text, "I_BAD_SEQUENCE : Invalid Sequence in packet.[I_EXTENSION]");
 }
 
+/// Commits, cancels and mispredicts after an atom packet: each starts with
+/// no atoms, as every packet does byte by byte, whatever the packet before
+/// held. (Taken whole, the fast path takes them; a one-byte packet is taken
+/// whole even pushed a byte at a time, so only a table can check it.)
+#[test]
+fn speculation_packets_after_atoms() {
+    for cfg in [ete(), etm40()] {
+        for (body, want) in [
+            (&[0xf7, 0x30][..], "I_MISPREDICT : Mispredict.; Mispredict"),
+            (&[0xf7, 0x31], "I_MISPREDICT : Mispredict.; Atom: E, Mispredict"),
+            (&[0xf7, 0x34], "I_CANCEL_F2 : Cancel Format 2.; Cancel(1), Mispredict"),
+            (&[0xf7, 0x38], "I_CANCEL_F3 : Cancel Format 3.; Cancel(2), Mispredict"),
+            (&[0xf7, 0x3b], "I_CANCEL_F3 : Cancel Format 3.; Atom: E, Cancel(3), Mispredict"),
+            (&[0xf7, 0x2d, 0x85, 0x01], "I_COMMIT : Commit; Commit(133)"),
+            (&[0xf7, 0x2e, 0x7f], "I_CANCEL_F1 : Cancel Format 1.; Cancel(127)"),
+        ] {
+            let seen = after_sync(&cfg, body);
+            let texts: Vec<_> = seen.iter().map(|s| s.text.as_str()).collect();
+            assert_eq!(texts, ["I_ATOM_F1 : Atom format 1.; E", want], "{body:02x?}");
+        }
+    }
+}
+
 #[test]
 fn atoms_all_formats() {
     let cfg = ete();

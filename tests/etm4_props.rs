@@ -226,7 +226,9 @@ proptest! {
 const ASYNC: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x80];
 
 /// Packets the one-by-one fast path takes whole since A-syncs, Trace Infos,
-/// timestamps, contexts with IDs and Q packets left the byte-wise machine: well formed
+/// timestamps, contexts with IDs, Q packets, the three-byte exceptions
+/// (ETE's transaction failures and PE resets among them) and the commit,
+/// cancel and mispredict packets left the byte-wise machine: well formed
 /// and malformed ones (runaway continuation bits, sections cut short), with
 /// random bytes between them.
 fn sync_point_packets() -> impl Strategy<Value = Vec<u8>> {
@@ -268,6 +270,18 @@ fn sync_point_packets() -> impl Strategy<Value = Vec<u8>> {
                 v
             }
         ),
+        // Exceptions of every second and third byte: two bytes or three
+        // (bit 7 of the second, or ETE's types 0 and 0x18), and a few
+        // bytes fewer, for a packet cut short by the end of the data.
+        (any::<u8>(), any::<u8>(), 1usize..=3).prop_map(|(b1, b2, n)| [0x06, b1, b2][..n].to_vec()),
+        // Commits, cancels and mispredicts, the count field of the first
+        // two running on for up to seven bytes.
+        (0x2du8..=0x3f, cont(8), any::<u8>()).prop_map(|(h, count, end)| {
+            let mut v = vec![h];
+            v.extend(count);
+            v.push(end & 0x7f);
+            v
+        }),
         proptest::collection::vec(any::<u8>(), 0..6),
     ];
     proptest::collection::vec(packet, 0..48).prop_map(|ps| {

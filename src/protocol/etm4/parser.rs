@@ -1389,20 +1389,73 @@ impl Etm4Parser {
         self.pkt.atom_count = count;
     }
 
-    /// The exception packet at the start of `rest` in its two-byte form,
-    /// taken whole: its length, or `None` when it is not whole there or is
-    /// another form (ETE's PE reset and transaction failure always have a
-    /// third byte), which the one-by-one loop takes.
+    /// The exception packet at the start of `rest`, taken whole as
+    /// [`Etm4Parser::exception`] takes it byte by byte: its length and type,
+    /// or `None` when it is not whole in `rest`. It has two bytes, or three
+    /// when the second has bit 7 set or names ETE's PE reset or transaction
+    /// failure (by the second byte's type bits). Those two, when the whole
+    /// number says so, are packets of their own type; `renamed: false`
+    /// leaves every packet that may be one to the one-by-one loop, for a
+    /// caller that finds the last packet's type from its header
+    /// (`count_run`).
     #[inline(always)]
-    fn take_short_exception(&mut self, rest: &[u8]) -> Option<usize> {
+    fn take_exception(&mut self, rest: &[u8], renamed: bool) -> Option<(usize, PacketType)> {
         let b1 = *rest.get(1)?;
         let t = (b1 >> 1) & 0x1f;
-        if b1 & 0x80 != 0 || (self.set.major >= 5 && (t == 0 || t == 0x18)) {
+        let own_type = self.set.major >= 5 && (t == 0 || t == 0x18);
+        if own_type && !renamed {
             return None;
         }
-        self.scratch.excep_size = 2;
-        self.finish_exception(b1, 0);
-        Some(2)
+        let (n, b2) = if b1 & 0x80 != 0 || own_type { (3, *rest.get(2)?) } else { (2, 0) };
+        self.scratch.excep_size = n as u8;
+        // The type is the whole number's, the third byte's bits included:
+        // what renames the packet, if anything, is `finish_exception`.
+        self.pkt.ptype = PacketType::Exception;
+        self.finish_exception(b1, b2);
+        Some((n, self.pkt.ptype))
+    }
+
+    /// The commit, cancel or mispredict packet (header `b`, of type
+    /// `ptype`) at the start of `rest`, taken whole as
+    /// [`Etm4Parser::spec_res`] takes it byte by byte: its length, or `None`
+    /// when its count field does not end in `rest` within five bytes (a
+    /// runaway field is the byte-wise machine's to judge).
+    #[inline(always)]
+    fn take_spec_res(&mut self, ptype: PacketType, b: u8, rest: &[u8]) -> Option<usize> {
+        match ptype {
+            PacketType::Mispredict | PacketType::CancelF2 => {
+                // As the byte-wise machine starts each packet: no atoms.
+                self.pkt.atom_count = 0;
+                match b & 0x3 {
+                    1 => self.set_atoms(0x1, 1),
+                    2 => self.set_atoms(0x3, 2),
+                    3 => self.set_atoms(0x0, 1),
+                    _ => {}
+                }
+                self.pkt.cancel = (ptype == PacketType::CancelF2) as u32;
+                Some(1)
+            }
+            PacketType::CancelF3 => {
+                self.pkt.atom_count = 0;
+                if b & 1 == 1 {
+                    self.set_atoms(0x1, 1);
+                }
+                self.pkt.cancel = ((b >> 1) & 0x3) as u32 + 2;
+                Some(1)
+            }
+            _ => {
+                let field = rest.get(1..).unwrap_or_default();
+                let len = field.iter().take(5).position(|&c| c & 0x80 == 0)? + 1;
+                let (v, _) = cont_field(field, len)?;
+                self.pkt.atom_count = 0;
+                if ptype == PacketType::Commit {
+                    self.set_commit(v);
+                } else {
+                    self.pkt.cancel = v;
+                }
+                Some(1 + len)
+            }
+        }
     }
 
     /// The Q packet (header `b`) at the start of `rest`, taken whole as
@@ -1659,7 +1712,7 @@ impl Etm4Parser {
     }
 
     /// Parse whole packets of the common kinds (atoms, addresses, cycle
-    /// counts, short exceptions, context and address-and-context packets,
+    /// counts, exceptions, context and address-and-context packets,
     /// one-byte packets)
     /// straight from `data[pos..]`, as long as each lies entirely in `data`.
     /// Returns where it stopped: the end of `data`, or a packet the byte-wise
@@ -1751,9 +1804,11 @@ impl Etm4Parser {
                     self.cycle_f2(b, raw[1]);
                     (2, PacketType::CycleCountF2, true)
                 }
+                // Long forms too: ETE's transaction failures come once per
+                // failed transaction, and cut the run each time.
                 Fast::Exception => {
-                    let Some(n) = self.take_short_exception(rest) else { break };
-                    (n, PacketType::Exception, false)
+                    let Some((n, ptype)) = self.take_exception(rest, true) else { break };
+                    (n, ptype, false)
                 }
                 Fast::Context => {
                     let Some(n) = self.take_context(b, rest) else { break };
@@ -1789,6 +1844,12 @@ impl Etm4Parser {
                     let Some(n) = self.take_q(b, rest) else { break };
                     (n, PacketType::Q, false)
                 }
+                // Where speculation is traced, a commit or cancel packet
+                // comes every few atoms.
+                Fast::SpecRes(ptype) => {
+                    let Some(n) = self.take_spec_res(ptype, b, rest) else { break };
+                    (n, ptype, true)
+                }
                 Fast::Slow => break,
             };
             let go_on = self.emit(sink, ptype, at, &rest[..n]);
@@ -1809,8 +1870,9 @@ impl Etm4Parser {
 impl Etm4Parser {
     /// The packets from `data[start]` counted by a sink that only counts
     /// ([`PacketSink::COUNTS`]), as long as they are packets `fast_run`
-    /// takes whole (atoms, addresses, cycle counts, one-byte packets, short
-    /// exceptions, contexts) whole in `data`: returns where it stopped.
+    /// takes whole (atoms, addresses, cycle counts, one-byte packets,
+    /// exceptions but ETE's PE resets and transaction failures, contexts)
+    /// whole in `data`: returns where it stopped.
     /// Rows of atom headers are measured eight bytes at a time where they
     /// are the bytes 0xc0 and above ([`Etm4Parser::c0_atoms`]).
     /// Every packet sets the fields it sets one by one, except the type
@@ -1881,7 +1943,7 @@ impl Etm4Parser {
                     1
                 }
                 Fast::Exception => {
-                    let Some(n) = self.take_short_exception(rest) else { break };
+                    let Some((n, _)) = self.take_exception(rest, false) else { break };
                     n
                 }
                 Fast::Context => {
@@ -2144,6 +2206,8 @@ enum Fast {
     Timestamp(PacketType),
     TraceInfo(PacketType),
     Q,
+    /// Commit, cancel and mispredict packets.
+    SpecRes(PacketType),
 }
 
 impl Fast {
@@ -2190,6 +2254,7 @@ fn build_fast_table(table: &[(PacketType, Handler); 256]) -> [Fast; 256] {
             Handler::Timestamp => Fast::Timestamp(t),
             Handler::TraceInfo => Fast::TraceInfo(t),
             Handler::Q => Fast::Q,
+            Handler::SpecRes => Fast::SpecRes(t),
             Handler::AddrCtxt => Fast::AddrCtxt(
                 matches!(t, P::AddrCtxtL32Is1 | P::AddrCtxtL64Is1) as u8,
                 t,
