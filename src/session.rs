@@ -646,9 +646,9 @@ impl Chain {
                     Some(p) if p.len() > bytes.len() => &p[bytes.len()..],
                     _ => &[],
                 };
+                let mut sink = DecodeSink { decoder, recover, source, stream_id, on_event, tot };
                 parser.push_with_overread(index, bytes, overread, &mut |pk: &PtmPacket, raw: &[u8]| {
-                    tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw }, on_event);
-                    decode_packet(decoder, recover, pk, source, on_event, tot)
+                    sink.take(pk, PacketRef::Ptm(pk), raw)
                 });
                 tot.flush(source, on_event);
                 if let Some(p) = prev {
@@ -695,30 +695,29 @@ impl Chain {
         let source = &plan.sources[self.source];
         let recover = self.recover;
         let tot = &mut Tot::new(counts, self.tally.as_deref_mut(), self.quiet, self.batched);
-        match &mut self.proto {
+        let (used, fatal) = match &mut self.proto {
             Proto::Etm4 { parser, decoder } => {
                 let used = push_etm4(parser, decoder, Place::Spans(spans), recover, source, stream_id, bytes, on_event, tot);
-                tot.flush(source, on_event);
-                Some((!is_fatal(decoder), used))
+                (used, is_fatal(decoder))
             }
             // Formatted data only (no previous block kept: see `Proto::Ptm`),
             // once synchronised (before, what the parsers list depends on
             // where each block ends).
             Proto::Ptm { parser, decoder, prev: None } if parser.is_synced() => {
+                let mut sink = DecodeSink { decoder, recover, source, stream_id, on_event, tot };
                 let used = parser.push_spans_until(spans, bytes, &mut |pk: &PtmPacket, raw: &[u8]| {
-                    tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::Ptm(pk), raw }, on_event);
-                    decode_packet(decoder, recover, pk, source, on_event, tot)
+                    sink.take(pk, PacketRef::Ptm(pk), raw)
                 });
-                tot.flush(source, on_event);
-                Some((!is_fatal(decoder), used))
+                (used, is_fatal(decoder))
             }
             Proto::Etm3 { parser, decoder } if parser.is_synced() => {
                 let used = parser.push_spans_until(spans, bytes, &mut DecodeSink { decoder, recover, source, stream_id, on_event, tot });
-                tot.flush(source, on_event);
-                Some((!is_fatal(decoder), used))
+                (used, is_fatal(decoder))
             }
-            _ => None,
-        }
+            _ => return None,
+        };
+        tot.flush(source, on_event);
+        Some((!fatal, used))
     }
 
     /// Flush the parser and decoder; false when the decoder stopped on what
@@ -729,9 +728,9 @@ impl Chain {
         let tot = &mut Tot::new(counts, self.tally.as_deref_mut(), self.quiet, self.batched);
         macro_rules! flush {
             ($parser:expr, $decoder:expr, $pkty:ty, $variant:ident) => {{
+                let mut sink = DecodeSink { decoder: &mut *$decoder, recover, source, stream_id, on_event, tot: &mut *tot };
                 $parser.finish(&mut |pk: &$pkty, raw: &[u8]| {
-                    tot.packet(raw, || Event::Packet { source, stream_id, packet: PacketRef::$variant(pk), raw }, on_event);
-                    decode_packet($decoder, recover, pk, source, on_event, tot);
+                    sink.take(pk, PacketRef::$variant(pk), raw);
                 });
                 let ok = match $decoder.as_mut() {
                     Some(d) if d.is_fatal() => false,
