@@ -904,24 +904,38 @@ impl Etm4Parser {
 
     fn exception(&mut self, b: u8) {
         let len = self.buf.len();
-        let ete = self.set.major >= 5;
         if len == 1 {
             self.scratch.excep_size = 3;
         } else if len == 2 {
-            if b & 0x80 == 0 {
-                self.scratch.excep_size = 2;
-            }
-            // ETE PE reset and transaction failure always carry the second byte.
-            let t = (self.buf[1] >> 1) & 0x1f;
-            if ete && (t == 0 || t == 0x18) {
-                self.scratch.excep_size = 3;
-            }
+            self.scratch.excep_size = self.exception_size(b);
         }
         if len == self.scratch.excep_size as usize {
             let b2 = if len > 2 { self.buf[2] } else { 0 };
             self.finish_exception(self.buf[1], b2);
             self.state = State::SendPacket;
         }
+    }
+
+    /// The length of an exception packet whose second byte is `b1`: three
+    /// when bit 7 says a third follows, or for ETE's PE reset and
+    /// transaction failure, which always carry it; else two.
+    #[inline(always)]
+    fn exception_size(&self, b1: u8) -> u8 {
+        if b1 & 0x80 != 0 || self.ete_reset_or_fail(b1) {
+            3
+        } else {
+            2
+        }
+    }
+
+    /// Whether an exception packet's second byte `b1` has the type bits of
+    /// ETE's PE reset or transaction failure (0 and 0x18): such a packet
+    /// has three bytes, and is renamed when its whole number is one of
+    /// those ([`Etm4Parser::finish_exception`]).
+    #[inline(always)]
+    fn ete_reset_or_fail(&self, b1: u8) -> bool {
+        let t = (b1 >> 1) & 0x1f;
+        self.set.major >= 5 && (t == 0 || t == 0x18)
     }
 
     /// The exception fields from the packet's second byte and its third
@@ -1039,38 +1053,56 @@ impl Etm4Parser {
 
     fn spec_res(&mut self, b: u8) {
         if self.buf.len() == 1 {
-            match self.pkt.ptype {
-                PacketType::Mispredict | PacketType::CancelF2 => {
-                    match b & 0x3 {
-                        1 => self.set_atoms(0x1, 1),
-                        2 => self.set_atoms(0x3, 2),
-                        3 => self.set_atoms(0x0, 1),
-                        _ => {}
-                    }
-                    self.pkt.cancel = if self.pkt.ptype == PacketType::CancelF2 { 1 } else { 0 };
-                    self.state = State::SendPacket;
-                }
-                PacketType::CancelF3 => {
-                    if b & 1 == 1 {
-                        self.set_atoms(0x1, 1);
-                    }
-                    self.pkt.cancel = ((b >> 1) & 0x3) as u32 + 2;
-                    self.state = State::SendPacket;
-                }
-                _ => {}
+            if self.spec_res_header(self.pkt.ptype, b) {
+                self.state = State::SendPacket;
             }
         } else if b & 0x80 == 0 {
             match cont_field(&self.buf[1..], 5) {
                 Some((v, _)) => {
-                    if self.pkt.ptype == PacketType::Commit {
-                        self.set_commit(v);
-                    } else {
-                        self.pkt.cancel = v;
-                    }
+                    self.spec_res_count(self.pkt.ptype, v);
                     self.state = State::SendPacket;
                 }
                 None => self.bad_sequence(),
             }
+        }
+    }
+
+    /// The fields a speculation packet of type `ptype` takes from its header
+    /// `b`, with no atoms before them (as every packet starts): true for
+    /// the one-byte packets (mispredict, cancel formats 2 and 3), which
+    /// are then whole; false for those with a count field.
+    #[inline(always)]
+    fn spec_res_header(&mut self, ptype: PacketType, b: u8) -> bool {
+        self.pkt.atom_count = 0;
+        match ptype {
+            PacketType::Mispredict | PacketType::CancelF2 => {
+                match b & 0x3 {
+                    1 => self.set_atoms(0x1, 1),
+                    2 => self.set_atoms(0x3, 2),
+                    3 => self.set_atoms(0x0, 1),
+                    _ => {}
+                }
+                self.pkt.cancel = (ptype == PacketType::CancelF2) as u32;
+                true
+            }
+            PacketType::CancelF3 => {
+                if b & 1 == 1 {
+                    self.set_atoms(0x1, 1);
+                }
+                self.pkt.cancel = ((b >> 1) & 0x3) as u32 + 2;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The count field's value `v` of a commit or cancel (format 1) packet.
+    #[inline(always)]
+    fn spec_res_count(&mut self, ptype: PacketType, v: u32) {
+        if ptype == PacketType::Commit {
+            self.set_commit(v);
+        } else {
+            self.pkt.cancel = v;
         }
     }
 
@@ -1391,28 +1423,26 @@ impl Etm4Parser {
 
     /// The exception packet at the start of `rest`, taken whole as
     /// [`Etm4Parser::exception`] takes it byte by byte: its length and type,
-    /// or `None` when it is not whole in `rest`. It has two bytes, or three
-    /// when the second has bit 7 set or names ETE's PE reset or transaction
-    /// failure (by the second byte's type bits). Those two, when the whole
-    /// number says so, are packets of their own type; `renamed: false`
-    /// leaves every packet that may be one to the one-by-one loop, for a
-    /// caller that finds the last packet's type from its header
-    /// (`count_run`).
+    /// or `None` when it is not whole in `rest` (its length:
+    /// [`Etm4Parser::exception_size`]). ETE's PE reset and transaction
+    /// failure, when the whole number says so, are packets of their own
+    /// type; `renamed: false` leaves every packet that may be one to the
+    /// one-by-one loop, for a caller that finds the last packet's type from
+    /// its header (`count_run`).
     #[inline(always)]
     fn take_exception(&mut self, rest: &[u8], renamed: bool) -> Option<(usize, PacketType)> {
         let b1 = *rest.get(1)?;
-        let t = (b1 >> 1) & 0x1f;
-        let own_type = self.set.major >= 5 && (t == 0 || t == 0x18);
-        if own_type && !renamed {
+        if !renamed && self.ete_reset_or_fail(b1) {
             return None;
         }
-        let (n, b2) = if b1 & 0x80 != 0 || own_type { (3, *rest.get(2)?) } else { (2, 0) };
-        self.scratch.excep_size = n as u8;
+        let n = self.exception_size(b1);
+        let b2 = if n == 3 { *rest.get(2)? } else { 0 };
+        self.scratch.excep_size = n;
         // The type is the whole number's, the third byte's bits included:
         // what renames the packet, if anything, is `finish_exception`.
         self.pkt.ptype = PacketType::Exception;
         self.finish_exception(b1, b2);
-        Some((n, self.pkt.ptype))
+        Some((n as usize, self.pkt.ptype))
     }
 
     /// The commit, cancel or mispredict packet (header `b`, of type
@@ -1422,40 +1452,14 @@ impl Etm4Parser {
     /// runaway field is the byte-wise machine's to judge).
     #[inline(always)]
     fn take_spec_res(&mut self, ptype: PacketType, b: u8, rest: &[u8]) -> Option<usize> {
-        match ptype {
-            PacketType::Mispredict | PacketType::CancelF2 => {
-                // As the byte-wise machine starts each packet: no atoms.
-                self.pkt.atom_count = 0;
-                match b & 0x3 {
-                    1 => self.set_atoms(0x1, 1),
-                    2 => self.set_atoms(0x3, 2),
-                    3 => self.set_atoms(0x0, 1),
-                    _ => {}
-                }
-                self.pkt.cancel = (ptype == PacketType::CancelF2) as u32;
-                Some(1)
-            }
-            PacketType::CancelF3 => {
-                self.pkt.atom_count = 0;
-                if b & 1 == 1 {
-                    self.set_atoms(0x1, 1);
-                }
-                self.pkt.cancel = ((b >> 1) & 0x3) as u32 + 2;
-                Some(1)
-            }
-            _ => {
-                let field = rest.get(1..).unwrap_or_default();
-                let len = field.iter().take(5).position(|&c| c & 0x80 == 0)? + 1;
-                let (v, _) = cont_field(field, len)?;
-                self.pkt.atom_count = 0;
-                if ptype == PacketType::Commit {
-                    self.set_commit(v);
-                } else {
-                    self.pkt.cancel = v;
-                }
-                Some(1 + len)
-            }
+        if self.spec_res_header(ptype, b) {
+            return Some(1);
         }
+        let field = rest.get(1..).unwrap_or_default();
+        let len = field.iter().take(5).position(|&c| c & 0x80 == 0)? + 1;
+        let (v, _) = cont_field(field, len)?;
+        self.spec_res_count(ptype, v);
+        Some(1 + len)
     }
 
     /// The Q packet (header `b`) at the start of `rest`, taken whole as
