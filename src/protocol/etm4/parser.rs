@@ -1875,8 +1875,9 @@ impl Etm4Parser {
     /// The packets from `data[start]` counted by a sink that only counts
     /// ([`PacketSink::COUNTS`]), as long as they are packets `fast_run`
     /// takes whole (atoms, addresses, cycle counts, one-byte packets,
-    /// exceptions but ETE's PE resets and transaction failures, contexts)
-    /// whole in `data`: returns where it stopped.
+    /// exceptions but ETE's PE resets and transaction failures, contexts,
+    /// commits, cancels and mispredicts) whole in `data`: returns where it
+    /// stopped.
     /// Rows of atom headers are measured eight bytes at a time where they
     /// are the bytes 0xc0 and above ([`Etm4Parser::c0_atoms`]).
     /// Every packet sets the fields it sets one by one, except the type
@@ -1960,6 +1961,17 @@ impl Etm4Parser {
                     self.clear_after_atoms(data, &mut atom_at);
                     n
                 }
+                // Where speculation is traced, one comes every few atoms:
+                // each ended the run (ete_spec_1's packets were counted with
+                // 95 instructions each, 001-ack_test's with 26). Its atoms,
+                // if any, replace those of an atom packet before it, so
+                // those are set first.
+                Fast::SpecRes(ptype) => {
+                    self.set_atoms_at(data, std::mem::replace(&mut atom_at, NO_ATOM));
+                    let Some(n) = self.take_spec_res(ptype, b, rest) else { break };
+                    self.clear_packet_fields();
+                    n
+                }
                 Fast::CycleF3 => {
                     self.cycle_f3(b);
                     self.clear_after_atoms(data, &mut atom_at);
@@ -2006,6 +2018,7 @@ impl Etm4Parser {
             Fast::CycleF2 => PacketType::CycleCountF2,
             Fast::Exception => PacketType::Exception,
             Fast::Context => PacketType::Context,
+            Fast::SpecRes(ptype) => ptype,
             _ => self.pkt.ptype,
         }
     }
